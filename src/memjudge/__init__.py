@@ -1,0 +1,53 @@
+"""memjudge: an LLM-judge evaluation harness for the write boundary of agent memory.
+
+The public API is small and imported lazily (so `import memjudge.gate` in a memory
+pipeline pulls in nothing heavy):
+
+    memjudge.score(...)       -> DataFrame of labels (spec §6)
+    memjudge.noise(...)       -> re-score flip rates
+    memjudge.agreement(...)   -> cross-judge agreement
+    memjudge.compare(...)     -> retention-policy comparison (Table 1)
+    memjudge.robustness(...)  -> the comparison under each judge
+    memjudge.simulate(...)    -> a synthetic corpus with known truth
+    memjudge.report(...)      -> Markdown/HTML report of a run directory
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "score": "memjudge.engine:score",
+    "noise": "memjudge.noise:noise",
+    "agreement": "memjudge.agreement:agreement",
+    "compare": "memjudge.crossval:compare",
+    "robustness": "memjudge.robustness:robustness",
+    "simulate": "memjudge.simulate:simulate",
+    "report": "memjudge.report:report",
+    "read_candidates": "memjudge.io:read_candidates",
+    "read_sources": "memjudge.io:read_sources",
+    "read_facts": "memjudge.io:read_facts",
+    "read_labels": "memjudge.io:read_labels",
+    "read_coverage": "memjudge.io:read_coverage",
+    "read_gold": "memjudge.io:read_gold",
+    "JudgeConfig": "memjudge.judges.base:JudgeConfig",
+    "MemjudgeError": "memjudge.errors:MemjudgeError",
+    "InputError": "memjudge.errors:InputError",
+    "UsageError": "memjudge.errors:UsageError",
+}
+
+
+def __getattr__(name: str):
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'memjudge' has no attribute {name!r}")
+    module, attr = target.split(":")
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

@@ -1,0 +1,3 @@
+from memjudge.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""Persona-cluster bootstrap (spec §7): assertions about one persona are not independent,
+so intervals resample whole personas.
+
+Statistics are computed from per-persona sufficient statistics (counts, confusion cells):
+resampling personas with replacement is then a matrix product of a multinomial weight
+matrix (B × personas) with those statistics, never a loop over DataFrames.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+B_DEFAULT = 2000
+LEVEL = 0.95
+
+
+def cluster_weights(n_clusters: int, B: int = B_DEFAULT, seed: int = 0) -> np.ndarray:
+    """(B, n_clusters) counts: how often each persona is drawn in each resample.
+
+    Row b is one draw of n_clusters personas with replacement, i.e. Multinomial(n, 1/n).
+    """
+    if n_clusters <= 0:
+        return np.zeros((B, 0))
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=B).astype(np.float64)
+
+
+def percentile_interval(samples: np.ndarray, level: float = LEVEL, axis: int = 0) -> np.ndarray:
+    """Percentile interval of bootstrap replicates along `axis`, ignoring NaN replicates
+    (a resample where a statistic is undefined, e.g. no items of a category).
+
+    Returns [lo, hi] (stacked on a new first axis); NaN where every replicate is NaN.
+    """
+    a = (1.0 - level) / 2.0
+    samples = np.asarray(samples, dtype=float)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanpercentile(samples, [100 * a, 100 * (1 - a)], axis=axis)
+
+
+def ratio_interval(num: np.ndarray, den: np.ndarray, weights: np.ndarray, level: float = LEVEL) -> np.ndarray:
+    """Interval for sum(num)/sum(den) where num, den are per-persona totals (the common case
+    of a rate: supported / valid). Returns [lo, hi]."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = (weights @ num) / (weights @ den)
+    return percentile_interval(reps, level)

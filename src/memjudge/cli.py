@@ -1,0 +1,267 @@
+"""The `memjudge` command line: parses arguments, calls the Python API, prints.
+
+Any `MemjudgeError` becomes one line on stderr and exit status 2. Each command's handler
+is `cmd_<name>(args) -> int`; heavy modules are imported inside handlers so that
+`memjudge --help` and the gate stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memjudge.errors import MemjudgeError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but bad arguments are one line and exit 2 (no usage dump)."""
+
+    def error(self, message):  # noqa: D401
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _replicate_choice(text: str):
+    if text == "majority":
+        return text
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a replicate index or 'majority', got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"replicate index must be >= 0, got {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="memjudge", description="LLM-judge evaluation harness for the write boundary of agent memory.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    # --- score -------------------------------------------------------------------------
+    s = sub.add_parser("score", help="label candidates' source support (or coverage) with a judge")
+    s.add_argument("candidates")
+    s.add_argument("--sources", required=True)
+    s.add_argument("--judge", required=True, help="PROVIDER:MODEL, e.g. gemini:gemini-2.5-flash, openai:gpt-4o-mini, local:qwen2.5-coder-1.5b, sim:NAME")
+    s.add_argument("--judges-file", help="judges.toml panel with generation parameters, limits and prices")
+    s.add_argument("--base-url")
+    s.add_argument("--rubric", default="support")
+    s.add_argument("--facts")
+    s.add_argument("--replicates", type=_positive_int, default=1)
+    s.add_argument("--concurrency", type=_positive_int)
+    s.add_argument("--rpm", type=float)
+    s.add_argument("--tpm", type=float)
+    s.add_argument("--temperature", type=float)
+    s.add_argument("--seed", type=int)
+    s.add_argument("--max-output-tokens", type=_positive_int)
+    s.add_argument("--thinking-budget", type=int)
+    s.add_argument("--out", default=None, help="run directory (default runs/<judge>-<rubric>)")
+    s.add_argument("--cache-dir")
+    s.add_argument("--parquet", action="store_true", help="also write labels.parquet")
+    s.add_argument("--dry-run", action="store_true")
+    s.add_argument("--batch", action="store_true", help="use the provider's batch API (about half price, within 24 h)")
+    s.add_argument("--batch-fallback", choices=["resubmit", "online"], default="resubmit")
+    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_score)
+
+    # --- cache -------------------------------------------------------------------------
+    c = sub.add_parser("cache", help="inspect or clear the answer cache")
+    csub = c.add_subparsers(dest="cache_command", metavar="ACTION", parser_class=_Parser)
+    csub.required = True
+    for name, helptext in (("stats", "entries, size and location"), ("clear", "delete every cached answer")):
+        cc = csub.add_parser(name, help=helptext)
+        cc.add_argument("--cache-dir")
+        cc.add_argument("--json", action="store_true")
+        cc.set_defaults(func=cmd_cache)
+
+    # --- noise -------------------------------------------------------------------------
+    n = sub.add_parser("noise", help="re-score flip rates per judge")
+    n.add_argument("labels", nargs="+")
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--out")
+    n.add_argument("--json", action="store_true")
+    n.set_defaults(func=cmd_noise)
+
+    # --- agreement ---------------------------------------------------------------------
+    a = sub.add_parser("agreement", help="agreement between judges (and with gold labels)")
+    a.add_argument("labels", nargs="+")
+    a.add_argument("--gold")
+    a.add_argument("--replicate", type=_replicate_choice, default=0)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--out")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=cmd_agreement)
+
+    # --- compare -----------------------------------------------------------------------
+    m = sub.add_parser("compare", help="write-all vs global vs targeted retention policies (Table 1)")
+    m.add_argument("candidates")
+    m.add_argument("--labels", required=True, nargs="+")
+    m.add_argument("--coverage")
+    m.add_argument("--judge")
+    m.add_argument("--replicate", type=_replicate_choice, default=0)
+    m.add_argument("--gate", default="values")
+    m.add_argument("--floor", type=float, default=0.8)
+    m.add_argument("--repeats", type=_positive_int, default=20)
+    m.add_argument("--folds", type=_positive_int, default=5)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--out")
+    m.add_argument("--export-policy")
+    m.add_argument("--policy", choices=["targeted", "global", "per_category"], default="targeted")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=cmd_compare)
+
+    # --- robustness --------------------------------------------------------------------
+    r = sub.add_parser("robustness", help="does the policy ordering survive a change of judge?")
+    r.add_argument("candidates")
+    r.add_argument("--labels", required=True, nargs="+")
+    r.add_argument("--coverage", nargs="+")
+    r.add_argument("--gate", default="values")
+    r.add_argument("--floor", type=float, default=0.8)
+    r.add_argument("--repeats", type=_positive_int, default=20)
+    r.add_argument("--folds", type=_positive_int, default=5)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--out")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_robustness)
+
+    # --- report ------------------------------------------------------------------------
+    rp = sub.add_parser("report", help="Markdown/HTML report with figures from a run directory")
+    rp.add_argument("run_dir")
+    rp.add_argument("--format", default="md,html")
+    rp.set_defaults(func=cmd_report)
+
+    # --- simulate ----------------------------------------------------------------------
+    sm = sub.add_parser("simulate", help="generate synthetic personas with known truth")
+    sm.add_argument("--preset", default="paper")
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--personas", type=_positive_int)
+    sm.add_argument("--config")
+    sm.add_argument("--out", required=True)
+    sm.add_argument("--json", action="store_true")
+    sm.set_defaults(func=cmd_simulate)
+
+    # --- demo --------------------------------------------------------------------------
+    d = sub.add_parser("demo", help="the whole study offline with the embedded judge")
+    d.add_argument("--out", default="runs/demo")
+    d.add_argument("--personas", type=_positive_int)
+    d.add_argument("--cache-dir")
+    d.add_argument("--no-progress", action="store_true")
+    d.set_defaults(func=cmd_demo)
+
+    # --- calibrate ---------------------------------------------------------------------
+    cb = sub.add_parser("calibrate", help="pick a judge's threshold on judge_score against gold labels")
+    cb.add_argument("labels", nargs="+")
+    cb.add_argument("--gold", required=True)
+    cb.add_argument("--judge", required=True)
+    cb.add_argument("--target", default="balanced_accuracy")
+    cb.add_argument("--panel", default="judges.toml", help="judge panel file to write the threshold into")
+    cb.add_argument("--json", action="store_true")
+    cb.set_defaults(func=cmd_calibrate)
+
+    # --- import ------------------------------------------------------------------------
+    im = sub.add_parser("import", help="convert a public dataset into memjudge's formats")
+    im.add_argument("dataset")
+    im.add_argument("folder")
+    im.add_argument("--out", required=True)
+    im.add_argument("--json", action="store_true")
+    im.set_defaults(func=cmd_import)
+
+    # --- batch -------------------------------------------------------------------------
+    b = sub.add_parser("batch", help="status or cancel of a run's provider batch jobs")
+    bsub = b.add_subparsers(dest="batch_command", metavar="ACTION", parser_class=_Parser)
+    bsub.required = True
+    for name in ("status", "cancel"):
+        bb = bsub.add_parser(name)
+        bb.add_argument("run_dir")
+        bb.add_argument("--base-url")
+        bb.add_argument("--json", action="store_true")
+        bb.set_defaults(func=cmd_batch)
+    return p
+
+
+# ---------------------------------------------------------------------------------------
+# handlers (one per command; each imports what it needs)
+
+
+def _not_yet(name: str) -> int:
+    raise MemjudgeError(f"'memjudge {name}' is not available in this version")
+
+
+def cmd_score(args) -> int:
+    return _not_yet("score")
+
+
+def cmd_cache(args) -> int:
+    return _not_yet("cache")
+
+
+def cmd_noise(args) -> int:
+    return _not_yet("noise")
+
+
+def cmd_agreement(args) -> int:
+    return _not_yet("agreement")
+
+
+def cmd_compare(args) -> int:
+    return _not_yet("compare")
+
+
+def cmd_robustness(args) -> int:
+    return _not_yet("robustness")
+
+
+def cmd_report(args) -> int:
+    return _not_yet("report")
+
+
+def cmd_simulate(args) -> int:
+    return _not_yet("simulate")
+
+
+def cmd_demo(args) -> int:
+    return _not_yet("demo")
+
+
+def cmd_calibrate(args) -> int:
+    return _not_yet("calibrate")
+
+
+def cmd_import(args) -> int:
+    return _not_yet("import")
+
+
+def cmd_batch(args) -> int:
+    return _not_yet("batch")
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except MemjudgeError as e:
+        msg = str(e)
+        print(msg if msg.startswith("memjudge") or not isinstance(e, UsageError) else f"memjudge: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("memjudge: interrupted; answers received so far are saved, rerun the same command to resume", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""The judge interface: what every provider implements and what the engine relies on.
+
+A provider turns one rendered prompt into one `JudgeAnswer`. It never retries and never
+caches: `retry.py` and `cache.py` own those. It tells the retry policy which of its errors
+are transient (`is_retryable`) and what delay the server asked for (`retry_after`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JudgeConfig(BaseModel):
+    """Generation and rate settings of one judge; the same object serves the CLI, the
+    Python API and `judges.toml` panels (one `[[judge]]` table each)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str
+    base_url: str | None = None
+    temperature: float = 0.0
+    max_output_tokens: int | None = 1024
+    seed: int | None = None
+    thinking_budget: int | None = None
+    timeout_s: float = 120.0
+    concurrency: int = Field(16, ge=1)
+    rpm: float | None = Field(None, gt=0)
+    tpm: float | None = Field(None, gt=0)
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
+    batch_discount: float = 0.5
+    # Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...).
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def prefix(self) -> str:
+        return self.spec.split(":", 1)[0]
+
+    @property
+    def model(self) -> str:
+        return self.spec.split(":", 1)[1] if ":" in self.spec else ""
+
+    def generation_params(self) -> dict[str, Any]:
+        """The parameters that change an answer, hence part of the cache key."""
+        return {
+            "temperature": self.temperature,
+            "max_output_tokens": self.max_output_tokens,
+            "seed": self.seed,
+            "thinking_budget": self.thinking_budget,
+            "options": self.options,
+        }
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered rubric: system instruction and user message (source first, item last)."""
+
+    system: str
+    user: str
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """One request: a rendered prompt plus what a judge may need to know about the item.
+
+    `item` holds `assertion_id`, `persona_id`, `category` (support) or `persona_id` (coverage);
+    simulated judges look up their truth by it, the local judge orders work by persona.
+    `schema` is the pydantic model of a valid answer for structured output.
+    """
+
+    key: str
+    rubric: str
+    prompt: Prompt
+    schema: type[BaseModel]
+    replicate: int
+    item: dict[str, Any]
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    thinking_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "thinking_tokens": self.thinking_tokens,
+        }
+
+
+@dataclass
+class JudgeAnswer:
+    """What came back, before validation. `text` is the raw answer (None when there is none);
+    `finish_reason` is normalised to one of FINISH_REASONS."""
+
+    text: str | None
+    finish_reason: str
+    usage: Usage = field(default_factory=Usage)
+    model_version: str | None = None
+    judge_score: float | None = None
+    # The provider's own parse, when its SDK did one (None if it failed or was not asked).
+    parsed: dict[str, Any] | None = None
+    raw: dict[str, Any] | None = None
+
+
+# "stop" is the only reason whose text may become a label.
+FINISH_REASONS = ("stop", "length", "safety", "empty", "other")
+
+
+class Judge(ABC):
+    """Base class of every provider. Subclasses set `prefix` and implement `generate`."""
+
+    prefix: ClassVar[str]
+    simulated: ClassVar[bool] = False
+
+    def __init__(self, config: JudgeConfig):
+        self.config = config
+
+    @property
+    def spec(self) -> str:
+        return self.config.spec
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    def identity(self) -> dict[str, Any]:
+        """Everything about the judge that changes its answers (part of the cache key).
+        Never includes an API key."""
+        return {
+            "spec": self.spec,
+            "model": self.model,
+            "base_url": self.config.base_url,
+            "params": self.config.generation_params(),
+        }
+
+    @abstractmethod
+    async def generate(self, call: JudgeCall) -> JudgeAnswer:
+        """Ask once. Raise the SDK's own exception on failure; do not retry."""
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        """True for transient failures: 408/409/429/5xx, timeouts, dropped connections."""
+        return False
+
+    def retry_after(self, exc: BaseException) -> float | None:
+        """Seconds the server asked us to wait (Retry-After, RetryInfo), if it said."""
+        return None
+
+    def order_key(self, call: JudgeCall) -> Any:
+        """Calls are issued sorted by this; keeping a persona's calls together lets prompt
+        prefixes (provider caches, the local judge's KV cache) be reused."""
+        return (call.item.get("persona_id", ""), call.rubric, call.item.get("assertion_id", ""), call.replicate)
+
+    async def aclose(self) -> None:
+        """Release clients and sockets."""
