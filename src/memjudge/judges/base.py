@@ -33,6 +33,10 @@ class JudgeConfig(BaseModel):
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
     batch_discount: float = 0.5
+    # Retrying (retry.py): not generation parameters, so not part of the cache key.
+    max_attempts: int = Field(8, ge=1)
+    retry_initial_s: float = Field(1.0, ge=0)
+    retry_max_s: float = Field(60.0, ge=0)
     # Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...).
     options: dict[str, Any] = Field(default_factory=dict)
 
