@@ -1,0 +1,101 @@
+"""The one retry policy of memjudge (spec §5). Providers never retry; the SDKs' own retries
+are off; every request to a judge goes through `call_with_retry`.
+
+Which errors are transient and how long the server asked us to wait are the provider's
+knowledge (`Judge.is_retryable`, `Judge.retry_after`); when to give up and how to back off
+is this module's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from memjudge.judges.base import Judge
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryEvent:
+    """One failed attempt that is about to be retried."""
+
+    judge: str  # the judge's spec
+    attempt: int  # 1-based number of the attempt that failed
+    error: BaseException
+    wait_s: float  # how long we sleep before the next attempt
+    server_delay_s: float | None  # what the server asked for, if it said
+
+
+RetryObserver = Callable[[RetryEvent], None]
+
+
+def backoff_s(judge: Judge, attempt: int, server_delay_s: float | None = None) -> float:
+    """Seconds to wait after failed attempt number `attempt` (1-based).
+
+    The server's own delay wins when it gives one, plus up to 10% jitter so a burst of
+    concurrent requests told "retry in 30s" does not return as one burst; otherwise
+    jittered exponential backoff from `retry_initial_s`. Both are capped at `retry_max_s`.
+    """
+    cfg = judge.config
+    if server_delay_s is not None:
+        wait = max(0.0, server_delay_s) * (1.0 + 0.1 * random.random())
+    else:
+        base = cfg.retry_initial_s * 2.0 ** (attempt - 1)
+        # Jitter in [base, 2*base): never shorter than the schedule, decorrelated across calls.
+        wait = base * (1.0 + random.random())
+    return min(wait, cfg.retry_max_s)
+
+
+async def call_with_retry(
+    judge: Judge,
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    on_retry: RetryObserver | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """Await `attempt()` until it succeeds, a non-retryable error occurs, or
+    `judge.config.max_attempts` attempts have failed; then re-raise the last error as is.
+
+    `on_retry` is called (synchronously, before sleeping) for every retry, so callers can
+    count retries or show them in progress. `sleep` is injectable for tests.
+    """
+    # retry_after(exc) is asked once per failure; the wait callback and the observer share it.
+    server_delay: dict[int, float | None] = {}
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        delay = judge.retry_after(exc) if exc is not None else None
+        server_delay[state.attempt_number] = delay
+        return backoff_s(judge, state.attempt_number, delay)
+
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is None or state.outcome is None:
+            return
+        on_retry(
+            RetryEvent(
+                judge=judge.spec,
+                attempt=state.attempt_number,
+                error=state.outcome.exception(),
+                wait_s=state.upcoming_sleep,
+                server_delay_s=server_delay.get(state.attempt_number),
+            )
+        )
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(judge.is_retryable),
+        stop=stop_after_attempt(judge.config.max_attempts),
+        wait=wait,
+        before_sleep=before_sleep,
+        sleep=sleep,
+        reraise=True,
+    )
+    return await retrying(attempt)
+
+
+__all__ = ["RetryEvent", "RetryObserver", "backoff_s", "call_with_retry"]
