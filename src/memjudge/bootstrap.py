@@ -47,3 +47,33 @@ def ratio_interval(num: np.ndarray, den: np.ndarray, weights: np.ndarray, level:
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = (weights @ num) / (weights @ den)
     return percentile_interval(reps, level)
+
+
+def cluster_sums(cluster: np.ndarray, values: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Per-persona totals of per-item statistics: (n_items, F) values → (n_clusters, F).
+
+    One `bincount` over a combined (cluster, column) index, so the cost is one pass over
+    the items whatever F is; the result is what `cluster_weights(...) @` resamples.
+    """
+    cluster = np.asarray(cluster, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    n, f = values.shape
+    if n == 0 or f == 0:
+        return np.zeros((n_clusters, f))
+    idx = (cluster[:, None] * f + np.arange(f)).ravel()
+    return np.bincount(idx, weights=values.ravel(), minlength=n_clusters * f).reshape(n_clusters, f)
+
+
+def interval_pairs(samples: np.ndarray, level: float = LEVEL) -> np.ndarray:
+    """Percentile intervals of (B, ...) replicates as (..., 2) [lo, hi] pairs (NaN when undefined)."""
+    lo_hi = percentile_interval(samples, level, axis=0)
+    return np.moveaxis(lo_hi, 0, -1)
+
+
+def cluster_counts(cluster: np.ndarray, cell: np.ndarray, n_clusters: int, n_cells: int) -> np.ndarray:
+    """Per-persona counts of categorical cells (e.g. confusion cells a*q + b): (n_clusters, n_cells)."""
+    cluster = np.asarray(cluster, dtype=np.int64)
+    cell = np.asarray(cell, dtype=np.int64)
+    return np.bincount(cluster * n_cells + cell, minlength=n_clusters * n_cells).reshape(n_clusters, n_cells).astype(np.float64)

@@ -1,0 +1,357 @@
+"""Agreement between judges, and with gold labels (spec §7).
+
+Labels are nominal strings (`supported`, `unsupported`, and any other such as `partial`).
+
+- Per pair of judges, on the items both labelled: n, percent agreement, Cohen's κ, Gwet's AC1
+  (chance agreement Σ_k π_k(1 − π_k)/(q − 1), π_k the mean of the two judges' marginal
+  proportions, over the q labels present), positive and negative agreement on `supported`
+  (2a/(2a+b+c) and 2d/(2d+b+c), where everything that is not `supported` — `unsupported`,
+  `partial`, ... — counts as negative), the confusion matrix.
+- Across all judges: Krippendorff's α (nominal; items with one value are unpairable and
+  drop out, as in Krippendorff's definition) and Fleiss' κ on the items every judge labelled.
+- Against gold labels: accuracy, Cohen's κ, precision and recall of `unsupported`.
+
+Which verdict stands for a judge that has replicates: replicate r (default 0) or the
+majority — the label given by strictly more valid replicates than any other; a tie leaves
+the item unlabelled by that judge (counted in `AgreementResult.ties`), because picking a
+side would bias agreement.
+
+Every coefficient is a function of additive sufficient statistics (confusion cells per pair,
+the coincidence matrix for α, per-item category counts for Fleiss), so they are summed per
+persona once and the persona-cluster bootstrap is `cluster_weights(...) @ per_persona`.
+A figure that cannot be computed (e.g. κ when both judges use one label) is NaN here and
+null in JSON; resamples where it is undefined are left out of its interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_sums, cluster_weights, interval_pairs
+from memjudge.errors import UsageError
+
+SUPPORTED = "supported"
+UNSUPPORTED = "unsupported"
+PAIR_MEASURES = ["percent_agreement", "cohen_kappa", "gwet_ac1", "positive_agreement", "negative_agreement"]
+GOLD_MEASURES = ["accuracy", "cohen_kappa", "unsupported_precision", "unsupported_recall"]
+
+
+# ---------------------------------------------------------------------------------------
+# pure functions: sufficient statistics → coefficients, vectorised over leading axes
+
+
+def _div(num, den):
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+
+
+def pair_coefficients(conf: np.ndarray, positive: int | None = None) -> dict[str, np.ndarray]:
+    """Coefficients of two raters from confusion counts `conf[..., a_label, b_label]`.
+
+    Works on one (q, q) matrix or a (B, q, q) stack of bootstrap resamples. `positive` is
+    the index of the label whose positive/negative agreement is wanted (None: NaN).
+    """
+    conf = np.asarray(conf, dtype=float)
+    n = conf.sum(axis=(-2, -1))
+    agree = np.trace(conf, axis1=-2, axis2=-1)
+    rows, cols = conf.sum(axis=-1), conf.sum(axis=-2)
+    # Cohen's κ = 1 − observed/expected disagreement, in counts so the degenerate case
+    # (both raters constant on the same label) is an exact 0/0.
+    expected_dis = n - _div((rows * cols).sum(axis=-1), n)
+    kappa = 1.0 - _div(n - agree, expected_dis)
+    pa = _div(agree, n)
+    pi = _div(rows + cols, 2.0 * n[..., None])
+    q = ((rows + cols) > 0).sum(axis=-1)
+    pe = _div((pi * (1.0 - pi)).sum(axis=-1), q - 1)
+    ac1 = _div(pa - pe, 1.0 - pe)
+    ac1 = np.where(q >= 2, ac1, np.nan)
+    out = {"n": n, "percent_agreement": pa, "cohen_kappa": kappa, "gwet_ac1": ac1}
+    if positive is None:
+        out["positive_agreement"] = out["negative_agreement"] = np.full(np.shape(n), np.nan)
+    else:
+        a = conf[..., positive, positive]
+        b = rows[..., positive] - a
+        c = cols[..., positive] - a
+        d = n - a - b - c
+        out["positive_agreement"] = _div(2 * a, 2 * a + b + c)
+        out["negative_agreement"] = _div(2 * d, 2 * d + b + c)
+    return out
+
+
+def gold_coefficients(conf: np.ndarray, negative: int | None) -> dict[str, np.ndarray]:
+    """Judge (rows) against gold (columns): accuracy, κ, precision/recall of label `negative`."""
+    base = pair_coefficients(conf)
+    conf = np.asarray(conf, dtype=float)
+    out = {"n": base["n"], "accuracy": base["percent_agreement"], "cohen_kappa": base["cohen_kappa"]}
+    if negative is None:
+        out["unsupported_precision"] = out["unsupported_recall"] = np.full(np.shape(base["n"]), np.nan)
+    else:
+        hit = conf[..., negative, negative]
+        out["unsupported_precision"] = _div(hit, conf[..., negative, :].sum(axis=-1))
+        out["unsupported_recall"] = _div(hit, conf[..., :, negative].sum(axis=-1))
+    return out
+
+
+def unit_coincidences(counts: np.ndarray) -> np.ndarray:
+    """Krippendorff's coincidence matrix of each unit from its (units, q) value counts:
+    o_ck = (n_c n_k − [c = k] n_c) / (m − 1), zero for units with fewer than two values."""
+    counts = np.asarray(counts, dtype=float)
+    m = counts.sum(axis=1)
+    outer = counts[:, :, None] * counts[:, None, :]
+    q = counts.shape[1]
+    idx = np.arange(q)
+    outer[:, idx, idx] -= counts
+    scale = _div(1.0, m - 1)
+    scale = np.where(m >= 2, scale, 0.0)
+    return outer * scale[:, None, None]
+
+
+def krippendorff_alpha_nominal(coincidence: np.ndarray) -> np.ndarray:
+    """α = 1 − D_o/D_e for nominal data from a (..., q, q) coincidence matrix:
+    1 − (n − 1)(n − Σ o_cc) / (n² − Σ n_c²)."""
+    o = np.asarray(coincidence, dtype=float)
+    n_c = o.sum(axis=-1)
+    n = n_c.sum(axis=-1)
+    observed = n - np.trace(o, axis1=-2, axis2=-1)
+    expected = n * n - (n_c * n_c).sum(axis=-1)
+    return 1.0 - _div((n - 1) * observed, expected)
+
+
+def fleiss_kappa_from_sums(items: np.ndarray, sum_sq: np.ndarray, totals: np.ndarray, raters: int) -> np.ndarray:
+    """Fleiss' κ from additive sums over complete items: number of items N, Σ_i Σ_k n_ik²,
+    and per-label totals Σ_i n_ik (last axis), each item rated by `raters` raters."""
+    items = np.asarray(items, dtype=float)
+    m = float(raters)
+    p_bar = _div(np.asarray(sum_sq, dtype=float) - items * m, items * m * (m - 1))
+    p_k = _div(np.asarray(totals, dtype=float), (items * m)[..., None])
+    p_e = (p_k * p_k).sum(axis=-1)
+    return _div(p_bar - p_e, 1.0 - p_e)
+
+
+# ---------------------------------------------------------------------------------------
+# labels frame → verdict matrix
+
+
+def _rater_names(labels: pd.DataFrame) -> pd.Series:
+    """A judge is a rater; when several rubrics are present each (judge, rubric) is one,
+    so that rubric versions of one judge can be compared."""
+    if labels["rubric"].nunique() <= 1:
+        return labels["judge"].astype(str)
+    return labels["judge"].astype(str) + " [" + labels["rubric"].astype(str) + "]"
+
+
+def standing_verdicts(labels: pd.DataFrame, replicate: int | str = 0) -> tuple[pd.DataFrame, int]:
+    """One verdict per (rater, item): replicate `replicate`, or the strict majority of valid
+    replicates (ties → no verdict). Returns (rater, assertion_id, persona_id, verdict) rows
+    with a valid verdict, and the number of (rater, item) pairs dropped as ties."""
+    df = labels[["assertion_id", "persona_id", "judge", "rubric", "replicate", "verdict"]].copy()
+    df["rater"] = _rater_names(df)
+    df = df[df["verdict"].notna()]
+    ties = 0
+    if replicate == "majority":
+        cnt = df.groupby(["rater", "assertion_id", "verdict"], sort=False).size().rename("c").reset_index()
+        top = cnt["c"] == cnt.groupby(["rater", "assertion_id"], sort=False)["c"].transform("max")
+        best = cnt[top]
+        n_top = best.groupby(["rater", "assertion_id"], sort=False)["verdict"].transform("size")
+        ties = len(best[n_top > 1].drop_duplicates(["rater", "assertion_id"]))
+        chosen = best[n_top == 1][["rater", "assertion_id", "verdict"]]
+        persona = df.drop_duplicates("assertion_id").set_index("assertion_id")["persona_id"]
+        chosen = chosen.assign(persona_id=persona.loc[chosen["assertion_id"]].to_numpy())
+    else:
+        if isinstance(replicate, bool) or not isinstance(replicate, (int, np.integer)) or replicate < 0:
+            raise UsageError(f"replicate must be a non-negative integer or 'majority', got {replicate!r}")
+        chosen = df[df["replicate"] == replicate][["rater", "assertion_id", "persona_id", "verdict"]]
+    return chosen.reset_index(drop=True), ties
+
+
+# ---------------------------------------------------------------------------------------
+# result
+
+
+@dataclass
+class AgreementResult:
+    """Agreement figures. Frames carry `<measure>_lo/_hi` interval columns; `confusion`
+    maps (a, b) to a DataFrame (rows: a's label, columns: b's label)."""
+
+    judges: list[str]
+    items: int
+    labels: list[str]
+    pairs: pd.DataFrame
+    confusion: dict[tuple[str, str], pd.DataFrame]
+    overall: pd.DataFrame  # measure, units, value, lo, hi (krippendorff_alpha, fleiss_kappa)
+    gold: pd.DataFrame
+    replicate: int | str
+    seed: int
+    B: int
+    personas: int
+    ties: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def _overall(self, measure: str):
+        row = self.overall[self.overall["measure"] == measure]
+        return row["value"].iloc[0] if len(row) else np.nan
+
+    def to_json(self) -> dict:
+        from memjudge.io import json_safe
+
+        pairs = []
+        for r in self.pairs.itertuples(index=False):
+            conf = self.confusion[(r.a, r.b)]
+            pairs.append({
+                "a": r.a, "b": r.b, "n": int(r.n),
+                "percent_agreement": r.percent_agreement, "cohen_kappa": r.cohen_kappa, "gwet_ac1": r.gwet_ac1,
+                "positive_agreement": r.positive_agreement, "negative_agreement": r.negative_agreement,
+                "confusion": {str(i): {str(j): int(conf.loc[i, j]) for j in conf.columns} for i in conf.index},
+                "ci": {m: [getattr(r, f"{m}_lo"), getattr(r, f"{m}_hi")] for m in ("percent_agreement", "cohen_kappa", "gwet_ac1")},
+            })
+        gold = [{"judge": g.judge, "n": int(g.n), "accuracy": g.accuracy, "cohen_kappa": g.cohen_kappa,
+                 "unsupported_precision": g.unsupported_precision, "unsupported_recall": g.unsupported_recall}
+                for g in self.gold.itertuples(index=False)]
+        return json_safe({
+            "judges": list(self.judges), "items": int(self.items), "pairs": pairs,
+            "krippendorff_alpha": self._overall("krippendorff_alpha"),
+            "fleiss_kappa": self._overall("fleiss_kappa"),
+            "gold": gold,
+        })
+
+    def to_frame(self) -> pd.DataFrame:
+        """The pairwise table."""
+        return self.pairs.copy()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"pairs": self.pairs.copy(), "overall": self.overall.copy(), "gold": self.gold.copy()}
+
+
+# ---------------------------------------------------------------------------------------
+# API
+
+
+def _with_ci(point: dict, reps: dict | None, measures) -> dict:
+    row = {}
+    for m in measures:
+        row[m] = float(point[m])
+        lo_hi = interval_pairs(reps[m]) if reps is not None else (np.nan, np.nan)
+        row[f"{m}_lo"], row[f"{m}_hi"] = float(lo_hi[0]), float(lo_hi[1])
+    return row
+
+
+def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate: int | str = 0,
+              seed: int = 0, B: int = B_DEFAULT) -> AgreementResult:
+    """Agreement figures for a labels frame (memjudge.io.read_labels) and optional gold frame
+    (memjudge.io.read_gold). Personas are sorted as strings and resampled with one weight
+    matrix for every figure, so intervals are reproducible for a given `seed` and paired.
+    With fewer than two personas intervals are null."""
+    need = {"assertion_id", "persona_id", "judge", "rubric", "replicate", "verdict"}
+    missing = need - set(labels.columns)
+    if missing:
+        raise UsageError(f"labels lack column(s): {', '.join(sorted(missing))}")
+    if B < 1:
+        raise UsageError(f"B must be at least 1, got {B}")
+    raters = sorted(_rater_names(labels).unique())
+    if len(raters) < 2 and gold is None:
+        raise UsageError(f"agreement needs at least two judges or --gold (found {len(raters)}: {', '.join(raters)})")
+    chosen, ties = standing_verdicts(labels, replicate)
+
+    gold_map = None
+    if gold is not None:
+        gold_map = gold.drop_duplicates("assertion_id").set_index("assertion_id")["verdict"].astype(str)
+    label_set = set(chosen["verdict"]) | (set(gold_map) if gold_map is not None else set())
+    label_names = sorted(label_set)
+    q = max(len(label_names), 1)
+    code = {lab: i for i, lab in enumerate(label_names)}
+
+    item_code, item_ids = pd.factorize(chosen["assertion_id"])
+    n_items = len(item_ids)
+    rater_code = pd.Index(raters).get_indexer(chosen["rater"])
+    X = np.full((n_items, len(raters)), -1, dtype=np.int64)
+    X[item_code, rater_code] = chosen["verdict"].map(code).to_numpy(dtype=np.int64)
+    persona_of_item = chosen.drop_duplicates("assertion_id").set_index("assertion_id").loc[item_ids, "persona_id"].astype(str).to_numpy()
+    # Personas: every persona in the labels, so one seed draws the same resamples whatever the replicate.
+    personas = np.array(sorted(labels["persona_id"].astype(str).unique()), dtype=object)
+    n_p = len(personas)
+    pers = np.searchsorted(personas, persona_of_item).astype(np.int64)
+    W = cluster_weights(n_p, B, seed) if n_p >= 2 else None
+    pos = code.get(SUPPORTED)
+    neg = code.get(UNSUPPORTED)
+
+    # --- pairs -------------------------------------------------------------------------
+    pair_rows, confusion = [], {}
+    for ia, ib in combinations(range(len(raters)), 2):
+        both = (X[:, ia] >= 0) & (X[:, ib] >= 0)
+        cells = cluster_counts(pers[both], X[both, ia] * q + X[both, ib], n_p, q * q)
+        point = pair_coefficients(cells.sum(axis=0).reshape(q, q), pos)
+        reps = pair_coefficients((W @ cells).reshape(-1, q, q), pos) if W is not None else None
+        row = {"a": raters[ia], "b": raters[ib], "n": int(point["n"])}
+        row.update(_with_ci(point, reps, PAIR_MEASURES))
+        pair_rows.append(row)
+        conf = cells.sum(axis=0).reshape(q, q).astype(np.int64)
+        present = (conf.sum(axis=0) + conf.sum(axis=1)) > 0
+        names = [label_names[i] for i in np.flatnonzero(present)]
+        confusion[(raters[ia], raters[ib])] = pd.DataFrame(conf[np.ix_(present, present)], index=names, columns=names)
+    pair_cols = ["a", "b", "n"] + [c for m in PAIR_MEASURES for c in (m, f"{m}_lo", f"{m}_hi")]
+    pairs = pd.DataFrame(pair_rows, columns=pair_cols)
+
+    # --- across all judges ---------------------------------------------------------------
+    onehot = np.zeros((n_items, q))
+    for r in range(len(raters)):
+        ok = X[:, r] >= 0
+        onehot[np.flatnonzero(ok), X[ok, r]] += 1
+    overall_rows = []
+    if len(raters) >= 2:
+        coinc = cluster_sums(pers, unit_coincidences(onehot).reshape(n_items, q * q), n_p)
+        point = krippendorff_alpha_nominal(coinc.sum(axis=0).reshape(q, q))
+        reps = krippendorff_alpha_nominal((W @ coinc).reshape(-1, q, q)) if W is not None else None
+        units = int(((onehot.sum(axis=1)) >= 2).sum())
+        overall_rows.append(_overall_row("krippendorff_alpha", units, point, reps))
+
+        complete = (X >= 0).all(axis=1)
+        m = len(raters)
+        stats = np.column_stack([np.ones(complete.sum()), (onehot[complete] ** 2).sum(axis=1), onehot[complete]])
+        fsum = cluster_sums(pers[complete], stats, n_p)
+        point = fleiss_kappa_from_sums(*_fleiss_args(fsum.sum(axis=0)), m)
+        reps = fleiss_kappa_from_sums(*_fleiss_args(W @ fsum), m) if W is not None else None
+        overall_rows.append(_overall_row("fleiss_kappa", int(complete.sum()), point, reps))
+    overall = pd.DataFrame(overall_rows, columns=["measure", "units", "value", "lo", "hi"])
+
+    # --- against gold --------------------------------------------------------------------
+    gold_rows = []
+    if gold_map is not None:
+        g = gold_map.reindex(item_ids).map(code).to_numpy(dtype=float)
+        g = np.where(np.isnan(g), -1, g).astype(np.int64)
+        for r, name in enumerate(raters):
+            both = (X[:, r] >= 0) & (g >= 0)
+            cells = cluster_counts(pers[both], X[both, r] * q + g[both], n_p, q * q)
+            point = gold_coefficients(cells.sum(axis=0).reshape(q, q), neg)
+            reps = gold_coefficients((W @ cells).reshape(-1, q, q), neg) if W is not None else None
+            row = {"judge": name, "n": int(point["n"])}
+            row.update(_with_ci(point, reps, GOLD_MEASURES))
+            gold_rows.append(row)
+    gold_cols = ["judge", "n"] + [c for m in GOLD_MEASURES for c in (m, f"{m}_lo", f"{m}_hi")]
+    gold_frame = pd.DataFrame(gold_rows, columns=gold_cols)
+
+    notes = []
+    if ties:
+        notes.append(f"{ties} (judge, item) majority ties left unlabelled")
+    if n_p < 2:
+        notes.append("fewer than two personas: no persona-cluster interval")
+    if gold_map is not None and not gold_frame["n"].any():
+        notes.append("no gold label matches a labelled assertion_id")
+    return AgreementResult(
+        judges=raters, items=n_items, labels=label_names, pairs=pairs, confusion=confusion,
+        overall=overall, gold=gold_frame, replicate=replicate, seed=seed, B=B, personas=n_p,
+        ties=ties, notes=notes,
+    )
+
+
+def _fleiss_args(sums: np.ndarray):
+    return sums[..., 0], sums[..., 1], sums[..., 2:]
+
+
+def _overall_row(measure: str, units: int, point, reps) -> dict:
+    lo_hi = interval_pairs(reps) if reps is not None else (np.nan, np.nan)
+    return {"measure": measure, "units": units, "value": float(point), "lo": float(lo_hi[0]), "hi": float(lo_hi[1])}

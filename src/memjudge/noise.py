@@ -1,0 +1,172 @@
+"""Judge noise (spec §7): how often a judge contradicts itself when it re-scores the same item.
+
+Per item with n ≥ 2 valid replicates and n_k replicates on label k, the flip probability is
+the chance that two distinct replicates differ, 1 − Σ_k n_k(n_k − 1) / (n(n − 1)); the flip
+rate is its mean over items (with two replicates: the share of items whose verdicts differ).
+The any-flip rate is the share of items with more than one distinct verdict. Null verdicts
+are excluded and counted.
+
+Intervals are 95% persona-cluster percentile bootstrap: per-persona totals (items, summed
+flip probabilities, items with any flip) are computed once and every resample is a row of
+`cluster_weights(...) @ totals`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from memjudge.bootstrap import B_DEFAULT, cluster_sums, cluster_weights, interval_pairs
+from memjudge.errors import UsageError
+
+
+# ---------------------------------------------------------------------------------------
+# pure functions over arrays
+
+
+def item_flip(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-item flip probability, any-disagreement flag and number of valid replicates from an
+    (items, labels) count matrix. Items with fewer than two replicates get NaN."""
+    counts = np.asarray(counts, dtype=np.float64)
+    n = counts.sum(axis=1)
+    same_pairs = (counts * (counts - 1)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        flip = np.where(n >= 2, 1.0 - same_pairs / (n * (n - 1)), np.nan)
+    any_flip = np.where(n >= 2, ((counts > 0).sum(axis=1) > 1).astype(float), np.nan)
+    return flip, any_flip, n
+
+
+def _ratio(num, den):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def flip_rates(persona: np.ndarray, flip: np.ndarray, any_flip: np.ndarray, n_personas: int,
+               weights: np.ndarray | None) -> dict:
+    """Flip and any-flip rates with bootstrap replicates, over items whose `flip` is defined.
+
+    persona: per-item persona index; weights: (B, n_personas) resampling counts or None.
+    """
+    ok = ~np.isnan(flip)
+    totals = cluster_sums(persona[ok], np.column_stack([np.ones(ok.sum()), flip[ok], any_flip[ok]]), n_personas)
+    point = totals.sum(axis=0)
+    out = {"items": int(point[0]), "flip_rate": float(_ratio(point[1], point[0])),
+           "any_flip_rate": float(_ratio(point[2], point[0]))}
+    if weights is not None:
+        reps = weights @ totals
+        ci = interval_pairs(np.column_stack([_ratio(reps[:, 1], reps[:, 0]), _ratio(reps[:, 2], reps[:, 0])]))
+        out["flip_rate_ci"], out["any_flip_rate_ci"] = ci[0], ci[1]
+    else:
+        out["flip_rate_ci"] = out["any_flip_rate_ci"] = np.array([np.nan, np.nan])
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# labels frame → result
+
+
+@dataclass
+class NoiseResult:
+    """Flip rates per judge and rubric (`judges`) and per category (`by_category`)."""
+
+    judges: pd.DataFrame
+    by_category: pd.DataFrame
+    seed: int
+    B: int
+    personas: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        out = []
+        for row in self.judges.itertuples(index=False):
+            cats = self.by_category[(self.by_category["judge"] == row.judge) & (self.by_category["rubric"] == row.rubric)]
+            out.append({
+                "judge": row.judge,
+                "rubric": row.rubric,
+                "items": int(row.items),
+                "replicates": int(row.replicates),
+                "excluded_null": int(row.excluded_null),
+                "flip_rate": row.flip_rate,
+                "flip_rate_ci": [row.flip_rate_lo, row.flip_rate_hi],
+                "any_flip_rate": row.any_flip_rate,
+                "any_flip_rate_ci": [row.any_flip_rate_lo, row.any_flip_rate_hi],
+                "by_category": {
+                    c.category: {"items": int(c.items), "flip_rate": c.flip_rate, "flip_rate_ci": [c.flip_rate_lo, c.flip_rate_hi]}
+                    for c in cats.itertuples(index=False)
+                },
+            })
+        from memjudge.io import json_safe
+
+        return json_safe({"judges": out})
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.judges.copy()
+
+
+def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResult:
+    """Re-score noise of every (judge, rubric) in a labels frame (memjudge.io.read_labels).
+
+    All judges share one persona resampling (personas sorted as strings, `seed`), so their
+    intervals are paired. With fewer than two personas there is no between-persona
+    variability to resample and intervals are null.
+    """
+    need = {"assertion_id", "persona_id", "category", "judge", "rubric", "replicate", "verdict"}
+    missing = need - set(labels.columns)
+    if missing:
+        raise UsageError(f"labels lack column(s): {', '.join(sorted(missing))}")
+    if B < 1:
+        raise UsageError(f"B must be at least 1, got {B}")
+    df = labels[list(need)]
+    personas = np.array(sorted(df["persona_id"].astype(str).unique()), dtype=object)
+    n_p = len(personas)
+    weights = cluster_weights(n_p, B, seed) if n_p >= 2 else None
+
+    valid = df[df["verdict"].notna()]
+    # One count row per (judge, rubric, item): n_k per label, built in one bincount.
+    key = pd.MultiIndex.from_frame(valid[["judge", "rubric", "assertion_id"]])
+    key_code, keys = pd.factorize(key)
+    label_code, label_names = pd.factorize(valid["verdict"])
+    q = max(len(label_names), 1)
+    counts = np.bincount(key_code * q + label_code, minlength=len(keys) * q).reshape(len(keys), q)
+    flip, anyf, _ = item_flip(counts)
+    per_item = keys.to_frame(index=False)
+    first = df.drop_duplicates("assertion_id").set_index("assertion_id")
+    per_item["persona"] = np.searchsorted(personas, first.loc[per_item["assertion_id"], "persona_id"].astype(str).to_numpy())
+    per_item["category"] = first.loc[per_item["assertion_id"], "category"].to_numpy()
+    per_item["flip"], per_item["any"] = flip, anyf
+
+    rows, cat_rows = [], []
+    groups = df.groupby(["judge", "rubric"], sort=True)
+    items_by_group = dict(tuple(per_item.groupby(["judge", "rubric"], sort=False)))
+    for (judge, rubric), g in groups:
+        it = items_by_group.get((judge, rubric), per_item.iloc[:0])
+        pers = it["persona"].to_numpy(dtype=np.int64)
+        flip, anyf = it["flip"].to_numpy(dtype=float), it["any"].to_numpy(dtype=float)
+        r = flip_rates(pers, flip, anyf, n_p, weights)
+        rows.append({
+            "judge": judge, "rubric": rubric, "items": r["items"],
+            "replicates": int(g["replicate"].nunique()),
+            "excluded_null": int(g["verdict"].isna().sum()),
+            "flip_rate": r["flip_rate"], "flip_rate_lo": r["flip_rate_ci"][0], "flip_rate_hi": r["flip_rate_ci"][1],
+            "any_flip_rate": r["any_flip_rate"], "any_flip_rate_lo": r["any_flip_rate_ci"][0],
+            "any_flip_rate_hi": r["any_flip_rate_ci"][1],
+        })
+        cats = it["category"].to_numpy()
+        for cat in sorted(set(cats[~np.isnan(flip)]), key=str):
+            m = cats == cat
+            rc = flip_rates(pers[m], flip[m], anyf[m], n_p, weights)
+            cat_rows.append({"judge": judge, "rubric": rubric, "category": cat, "items": rc["items"],
+                             "flip_rate": rc["flip_rate"], "flip_rate_lo": rc["flip_rate_ci"][0],
+                             "flip_rate_hi": rc["flip_rate_ci"][1]})
+    judges = pd.DataFrame(rows, columns=[
+        "judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "flip_rate_lo", "flip_rate_hi",
+        "any_flip_rate", "any_flip_rate_lo", "any_flip_rate_hi"])
+    by_cat = pd.DataFrame(cat_rows, columns=["judge", "rubric", "category", "items", "flip_rate", "flip_rate_lo", "flip_rate_hi"])
+    notes = []
+    if len(judges) and (judges["items"] == 0).all():
+        notes.append("no item has two valid replicates: score with --replicates 2 or more to measure noise")
+    if n_p < 2:
+        notes.append("fewer than two personas: no persona-cluster interval")
+    return NoiseResult(judges=judges, by_category=by_cat, seed=seed, B=B, personas=n_p, notes=notes)
