@@ -238,7 +238,23 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_import(args) -> int:
-    return _not_yet("import")
+    from memjudge.importers import import_dataset
+    from memjudge.io import dumps
+
+    summary = import_dataset(args.dataset, args.folder, out=args.out).summary()
+    if args.json:
+        print(dumps(summary, indent=2))
+        return 0
+    src = "no sources" if summary["sources"] is None else f"{summary['sources']:,} sources"
+    print(f"{summary['dataset']}: {summary['candidates']:,} candidates ({summary['personas']:,} personas, "
+          f"{len(summary['categories'])} categories), {src}, {summary['labels']:,} labels → {args.out}")
+    for judge, j in summary["judges"].items():
+        verdicts = ", ".join(f"{k} {v:,}" for k, v in j["verdicts"].items())
+        print(f"  {judge}: {j['labels']:,} labels ({verdicts})")
+    for note in summary["notes"]:
+        print(f"  note: {note}")
+    print(f"  licence: {summary['licence']}")
+    return 0
 
 
 def cmd_batch(args) -> int:

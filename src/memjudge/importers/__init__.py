@@ -1,0 +1,243 @@
+"""Importers: public datasets converted into memjudge's formats (spec §2 and §6).
+
+An importer is a small class with a `name`, the files it needs, and `load(folder)`, which
+validates the folder and returns an `Imported` (candidates, sources, labels as DataFrames).
+`import_dataset(name, folder, out)` looks the importer up by name and, given `out`, writes
+`candidates.jsonl`, `sources.jsonl` (when the dataset has sources), `labels.jsonl` and
+`import.json` (what was imported, from where, under which licence, with the counts).
+
+Importers are registered by name and imported only when used, like judge providers.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from memjudge.errors import InputError, UsageError
+from memjudge.io import LABEL_COLUMNS, frame_records, write_json, write_jsonl
+
+_IMPORTERS: dict[str, "str | type[Importer]"] = {
+    "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
+    "xsumfaith": "memjudge.importers.xsumfaith:XSumFaithImporter",
+}
+
+
+@dataclass
+class Imported:
+    """A dataset in memjudge's formats. `sources` is None when the dataset ships none."""
+
+    dataset: str
+    candidates: pd.DataFrame
+    sources: pd.DataFrame | None
+    labels: pd.DataFrame
+    licence: str
+    attribution: str
+    notes: list[str] = field(default_factory=list)
+    folder: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        """Counts a user checks after an import: rows per file, verdicts per judge."""
+        lab = self.labels
+        per_judge = {}
+        for judge, g in lab.groupby("judge", sort=True):
+            counts = g["verdict"].value_counts(dropna=False)
+            per_judge[str(judge)] = {
+                "labels": int(len(g)),
+                "valid": int(g["verdict"].notna().sum()),
+                "verdicts": {("null" if pd.isna(k) else str(k)): int(v) for k, v in counts.items()},
+            }
+        return {
+            "dataset": self.dataset,
+            "folder": self.folder,
+            "candidates": int(len(self.candidates)),
+            "sources": None if self.sources is None else int(len(self.sources)),
+            "labels": int(len(lab)),
+            "valid_verdicts": int(lab["verdict"].notna().sum()),
+            "personas": int(self.candidates["persona_id"].nunique()),
+            "categories": sorted(map(str, self.candidates["category"].unique())),
+            "judges": per_judge,
+            "rubrics": sorted(map(str, lab["rubric"].unique())),
+            "licence": self.licence,
+            "attribution": self.attribution,
+            "notes": list(self.notes),
+            "files": dict(self.files),
+        }
+
+
+class Importer:
+    """Base class: subclasses set the class attributes and implement `load`."""
+
+    name: str = ""
+    description: str = ""
+    licence: str = ""
+    attribution: str = ""
+    required_files: tuple[str, ...] = ()
+
+    def check_folder(self, folder: Path) -> None:
+        if not folder.exists():
+            raise InputError(folder, "no such folder")
+        if not folder.is_dir():
+            raise InputError(folder, f"is not a folder (expected the {self.name} data folder)")
+        for name in self.required_files:
+            if not (folder / name).is_file():
+                raise InputError(folder / name, f"missing: the {self.name} importer needs {', '.join(self.required_files)} in {folder}")
+
+    def load(self, folder: Path) -> Imported:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def register(name: str, target: "str | type[Importer]") -> None:
+    """Add an importer: an Importer subclass or "module:Class"."""
+    _IMPORTERS[name] = target
+
+
+def available() -> list[str]:
+    return sorted(_IMPORTERS)
+
+
+def get_importer(name: str) -> Importer:
+    target = _IMPORTERS.get(name)
+    if target is None:
+        raise UsageError(f"unknown dataset {name!r} (known: {', '.join(available())})")
+    if isinstance(target, str):
+        module, cls = target.split(":")
+        target = getattr(importlib.import_module(module), cls)
+        _IMPORTERS[name] = target
+    return target()
+
+
+def import_dataset(name: str, folder, out=None) -> Imported:
+    """Validate `folder` with the named importer; write memjudge's files into `out` if given."""
+    importer = get_importer(name)
+    folder = Path(folder)
+    importer.check_folder(folder)
+    imported = importer.load(folder)
+    imported.folder = str(folder)
+    if out is not None:
+        write_imported(imported, out)
+    return imported
+
+
+def write_imported(imported: Imported, out) -> dict[str, str]:
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(out, "exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"candidates": out / "candidates.jsonl", "labels": out / "labels.jsonl"}
+    write_jsonl(files["candidates"], frame_records(imported.candidates))
+    write_jsonl(files["labels"], frame_records(with_label_columns(imported.labels)))
+    if imported.sources is not None:
+        files["sources"] = out / "sources.jsonl"
+        write_jsonl(files["sources"], frame_records(imported.sources))
+    else:
+        stale = out / "sources.jsonl"
+        if stale.exists():  # a previous import of another dataset must not leave a mismatched file
+            stale.unlink()
+    imported.files = {k: str(v) for k, v in files.items()}
+    files["manifest"] = out / "import.json"
+    imported.files["manifest"] = str(files["manifest"])
+    write_json(files["manifest"], imported.summary())
+    return imported.files
+
+
+def empty_labels_frame(rows: list[dict]) -> pd.DataFrame:
+    """Labels with every spec §6 column; fields an import cannot know are null."""
+    return with_label_columns(pd.DataFrame(rows))
+
+
+def with_label_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Spec §6 columns first (absent ones null), then any extra columns."""
+    df = df.copy()
+    for col in LABEL_COLUMNS:
+        if col not in df.columns:
+            df[col] = None
+    return df[LABEL_COLUMNS + [c for c in df.columns if c not in LABEL_COLUMNS]]
+
+
+# ---------------------------------------------------------------------------------------
+# readers that keep the physical line of each record, for PATH:LINE errors
+
+
+def _decoded_lines(path: Path) -> str:
+    data = path.read_bytes()
+    if not data.strip():
+        raise InputError(path, "file is empty")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x})", line) from None
+
+
+def csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """(first line of the record, {column: text}) for each CSV record; checks header and widths.
+
+    Quoted fields may span lines, so a record's number is the line it starts on.
+    """
+    import io
+
+    text = _decoded_lines(path)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:  # pragma: no cover - empty file caught above
+        raise InputError(path, "file is empty") from None
+    except csv.Error as e:
+        raise InputError(path, f"malformed CSV header ({e})", 1) from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(path, f"missing required column(s): {', '.join(missing)}", 1)
+    if len(set(header)) != len(header):
+        raise InputError(path, "duplicate column names in header", 1)
+    start = reader.line_num + 1
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise InputError(path, f"malformed CSV ({e})", start) from None
+        if rec and not (len(rec) == 1 and not rec[0].strip()):
+            if len(rec) != len(header):
+                raise InputError(path, f"expected {len(header)} fields, found {len(rec)}", start)
+            yield start, dict(zip(header, rec))
+        start = reader.line_num + 1
+
+
+def jsonl_records(path: Path) -> Iterator[tuple[int, dict]]:
+    text = _decoded_lines(path)
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"not valid JSON ({e.msg})", n) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
+        yield n, obj
+
+
+def json_list_cell(path: Path, line: int, column: str, cell: str) -> list:
+    """A CSV cell holding a JSON list, e.g. '["Single", "Divorced"]' or '[0, 1, 0.5]'."""
+    try:
+        value = json.loads(cell)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"{column!r} is not a JSON list ({e.msg}): {cell[:60]!r}", line) from None
+    if not isinstance(value, list):
+        raise InputError(path, f"{column!r} must be a JSON list, found {type(value).__name__}: {cell[:60]!r}", line)
+    return value
+
+
+__all__ = [
+    "Imported", "Importer", "available", "csv_records", "empty_labels_frame", "get_importer",
+    "import_dataset", "json_list_cell", "jsonl_records", "register", "with_label_columns", "write_imported",
+]
