@@ -51,3 +51,12 @@ def run_cli(*args: str, env: dict | None = None, cwd=None, timeout: float = 600)
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def fake_server():
+    """A running fake Gemini/OpenAI server on 127.0.0.1 (tests/fake_server.py)."""
+    from fake_server import FakeServer
+
+    with FakeServer() as server:
+        yield server

@@ -1,0 +1,786 @@
+"""A local fake of the Gemini and OpenAI HTTP APIs, for tests and benchmarks.
+
+The real SDK clients talk to it over 127.0.0.1 exactly as they would to the real services
+(both SDKs use httpx2, which respx cannot intercept). It answers every request with a valid,
+deterministic judge answer unless a scripted fault says otherwise, and records every request.
+
+    with FakeServer(latency_s=0.1) as server:
+        server.enqueue(Fault.rate_limit(0.2, where="body"))   # next request: 429 + RetryInfo
+        server.enqueue(Fault.unavailable(), times=None)          # then 503 forever
+        client = genai.Client(api_key="k", http_options=HttpOptions(base_url=server.url, ...))
+        ...
+        server.requests[-1].json, server.count(route="gemini.generate")
+
+Default answers. The answer follows the JSON schema the request asked for (Gemini
+`responseJsonSchema`/`responseSchema`, OpenAI `response_format.json_schema.schema`). A field
+named `verdict` gets `expected_verdict(item)`, where `item` is the text between the rubric's
+`<<<ASSERTION` and `ASSERTION>>>` markers (the whole user message when there are none):
+rule "marker" (default) says "unsupported" iff the item contains UNSUPPORTED_MARKER; rule
+"hash" gives a stable mix of both labels from sha256(item). A supported verdict's `evidence`
+quotes the first words of the `<<<SOURCE` block verbatim. Set `server.answer_fn` to answer
+anything else.
+
+Routing. `ROUTES` is a table of (method, regex, name, provider, handler). Faults are applied
+centrally before the handler runs (status errors are rendered in the route's provider's error
+format), so an added endpoint (files, batches) gets every transport fault for free:
+`server.add_route("POST", r"^/v1/files$", "openai.files.create", "openai", handler)`.
+
+Standalone (e.g. for bench/ in a separate process, so the server does not compete with the
+client for the GIL): `python tests/fake_server.py --port 0 --latency 0.1` prints the base URL
+on its first stdout line. `GET /_fake/stats`, `POST /_fake/reset` and `POST /_fake/faults`
+(`{"faults": [{"kind": "status", "status": 503, "times": 2}, ...]}`) control it remotely.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+UNSUPPORTED_MARKER = "[unsupported]"
+SYSTEM_FINGERPRINT = "fp_fake0001"
+
+# ---------------------------------------------------------------------------------------------
+# Faults
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What the server does to one request instead of (or before) answering normally.
+
+    kind: "ok" (answer normally, after `latency_s`), "status" (HTTP error `status`, with an
+    optional retry delay `delay_s` placed per `where`: "header" = Retry-After seconds,
+    "header_ms" = retry-after-ms, "body" = Gemini RetryInfo.retryDelay), "drop" (close the
+    socket without a response), "hang" (answer only after `latency_s`, for client timeouts),
+    "malformed_body" (HTTP 200 whose body is not JSON), "malformed_answer" (a valid response
+    whose answer text is not JSON), "safety" (Gemini finishReason SAFETY / OpenAI
+    content_filter), "prompt_blocked" (Gemini promptFeedback.blockReason; OpenAI
+    content_filter), "truncated" (Gemini MAX_TOKENS / OpenAI length, with half an answer),
+    "empty" (finish STOP with no text).
+    """
+
+    kind: str
+    status: int | None = None
+    delay_s: float | None = None
+    where: str = "header"
+    latency_s: float = 0.0
+
+    KINDS = (
+        "ok", "status", "drop", "hang", "malformed_body", "malformed_answer", "safety",
+        "prompt_blocked", "truncated", "empty",
+    )
+
+    def __post_init__(self):
+        if self.kind not in self.KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}")
+        if self.kind == "status" and not (self.status and 400 <= self.status <= 599):
+            raise ValueError("a status fault needs an HTTP error status")
+        if self.where not in ("header", "header_ms", "body"):
+            raise ValueError(f"unknown delay placement {self.where!r}")
+
+    @classmethod
+    def http(cls, status: int, delay_s: float | None = None, where: str = "header") -> Fault:
+        return cls("status", status=status, delay_s=delay_s, where=where)
+
+    @classmethod
+    def rate_limit(cls, delay_s: float | None = None, where: str = "header") -> Fault:
+        return cls.http(429, delay_s, where)
+
+    @classmethod
+    def server_error(cls) -> Fault:
+        return cls.http(500)
+
+    @classmethod
+    def unavailable(cls, delay_s: float | None = None, where: str = "header") -> Fault:
+        return cls.http(503, delay_s, where)
+
+    @classmethod
+    def drop(cls) -> Fault:
+        return cls("drop")
+
+    @classmethod
+    def hang(cls, seconds: float) -> Fault:
+        return cls("hang", latency_s=seconds)
+
+    @classmethod
+    def latency(cls, seconds: float) -> Fault:
+        return cls("ok", latency_s=seconds)
+
+    @classmethod
+    def malformed_body(cls) -> Fault:
+        return cls("malformed_body")
+
+    @classmethod
+    def malformed_answer(cls) -> Fault:
+        return cls("malformed_answer")
+
+    @classmethod
+    def safety(cls) -> Fault:
+        return cls("safety")
+
+    @classmethod
+    def prompt_blocked(cls) -> Fault:
+        return cls("prompt_blocked")
+
+    @classmethod
+    def truncated(cls) -> Fault:
+        return cls("truncated")
+
+    @classmethod
+    def empty(cls) -> Fault:
+        return cls("empty")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class _Script:
+    fault: Fault
+    remaining: int | None  # None: forever
+    route: str | None  # route name prefix ("gemini", "openai.chat", ...)
+    contains: str | None  # substring of the request's prompt (system + user) or body
+    when: Callable[[RecordedRequest], bool] | None
+
+    def matches(self, req: RecordedRequest) -> bool:
+        if self.route is not None and not (req.route or "").startswith(self.route):
+            return False
+        if self.contains is not None and self.contains not in (req.prompt_text() or req.text()):
+            return False
+        return self.when is None or bool(self.when(req))
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests and replies
+
+
+@dataclass
+class RecordedRequest:
+    time: float  # time.monotonic() on arrival, before any latency
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    json: Any
+    route: str | None = None
+    provider: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    fault: str = "ok"  # the fault kind applied ("ok" when answered normally)
+    status: int | None = None  # the status sent (None when the connection was dropped)
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    @property
+    def model(self) -> str | None:
+        if "model" in self.params:
+            return self.params["model"]
+        return self.json.get("model") if isinstance(self.json, dict) else None
+
+    @property
+    def system(self) -> str | None:
+        wire = WIRES.get(self.provider or "")
+        return wire.system(self.json) if wire and isinstance(self.json, dict) else None
+
+    @property
+    def user(self) -> str | None:
+        wire = WIRES.get(self.provider or "")
+        return wire.user(self.json) if wire and isinstance(self.json, dict) else None
+
+    def prompt_text(self) -> str:
+        return "\n".join(t for t in (self.system, self.user) if t)
+
+    @property
+    def generation(self) -> dict[str, Any]:
+        """Generation parameters in one provider-neutral shape: temperature, seed,
+        max_output_tokens, thinking_budget, schema (None when absent)."""
+        wire = WIRES.get(self.provider or "")
+        return wire.generation(self.json) if wire and isinstance(self.json, dict) else {}
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # dict/list → JSON; bytes/str sent as is
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+
+
+Handler = Callable[["FakeServer", RecordedRequest, Fault], Reply]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    name: str
+    provider: str | None
+    handler: Handler
+
+
+# ---------------------------------------------------------------------------------------------
+# Wire formats
+
+
+def _first(d: dict, *names: str, default: Any = None) -> Any:
+    # google-genai sends camelCase at the top level but snake_case inside some nested configs.
+    for name in names:
+        if isinstance(d, dict) and d.get(name) is not None:
+            return d[name]
+    return default
+
+
+def _parts_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, dict):
+        return ""
+    return "".join(p.get("text", "") for p in content.get("parts") or [] if isinstance(p, dict))
+
+
+def _estimate_tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+class GeminiWire:
+    STATUS_NAMES = {
+        400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+        408: "DEADLINE_EXCEEDED", 409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
+        502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+    }
+
+    @staticmethod
+    def system(body: dict) -> str | None:
+        si = _first(body, "systemInstruction", "system_instruction")
+        return _parts_text(si) if si is not None else None
+
+    @staticmethod
+    def user(body: dict) -> str | None:
+        contents = body.get("contents") or []
+        users = [c for c in contents if isinstance(c, dict) and c.get("role", "user") == "user"]
+        return _parts_text(users[-1]) if users else None
+
+    @staticmethod
+    def generation(body: dict) -> dict[str, Any]:
+        gc = _first(body, "generationConfig", "generation_config", default={})
+        tc = _first(gc, "thinkingConfig", "thinking_config", default=None)
+        return {
+            "temperature": gc.get("temperature"),
+            "seed": gc.get("seed"),
+            "max_output_tokens": _first(gc, "maxOutputTokens", "max_output_tokens"),
+            "thinking_budget": _first(tc, "thinkingBudget", "thinking_budget") if tc else None,
+            "thinking_config": tc,
+            "response_mime_type": _first(gc, "responseMimeType", "response_mime_type"),
+            "schema": _first(gc, "responseJsonSchema", "response_json_schema", "responseSchema", "response_schema"),
+        }
+
+    @classmethod
+    def error(cls, status: int, message: str, delay_s: float | None, where: str) -> Reply:
+        err: dict[str, Any] = {"code": status, "message": message, "status": cls.STATUS_NAMES.get(status, "UNKNOWN")}
+        headers = {}
+        if delay_s is not None and where == "body":
+            err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{delay_s:g}s"}]
+        elif delay_s is not None:
+            headers = _delay_headers(delay_s, where)
+        return Reply(status, {"error": err}, headers)
+
+
+class OpenAIWire:
+    ERROR_TYPES = {
+        400: "invalid_request_error", 401: "invalid_api_key", 403: "permission_denied", 404: "model_not_found",
+        408: "timeout", 409: "conflict", 429: "rate_limit_exceeded", 500: "server_error", 503: "server_error",
+    }
+
+    @staticmethod
+    def _messages(body: dict, role: str) -> list[str]:
+        out = []
+        for m in body.get("messages") or []:
+            if isinstance(m, dict) and m.get("role") in ((role, "developer") if role == "system" else (role,)):
+                c = m.get("content")
+                out.append(c if isinstance(c, str) else "".join(p.get("text", "") for p in c or [] if isinstance(p, dict)))
+        return out
+
+    @classmethod
+    def system(cls, body: dict) -> str | None:
+        found = cls._messages(body, "system")
+        return "\n".join(found) if found else None
+
+    @classmethod
+    def user(cls, body: dict) -> str | None:
+        found = cls._messages(body, "user")
+        return found[-1] if found else None
+
+    @staticmethod
+    def generation(body: dict) -> dict[str, Any]:
+        rf = body.get("response_format") or {}
+        return {
+            "temperature": body.get("temperature"),
+            "seed": body.get("seed"),
+            "max_output_tokens": _first(body, "max_completion_tokens", "max_tokens"),
+            "thinking_budget": None,
+            "reasoning_effort": body.get("reasoning_effort"),
+            "response_format_type": rf.get("type"),
+            "schema": (rf.get("json_schema") or {}).get("schema") if isinstance(rf, dict) else None,
+        }
+
+    @classmethod
+    def error(cls, status: int, message: str, delay_s: float | None, where: str) -> Reply:
+        kind = cls.ERROR_TYPES.get(status, "api_error")
+        body = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+        return Reply(status, body, _delay_headers(delay_s, where) if delay_s is not None else {})
+
+
+WIRES: dict[str, Any] = {"gemini": GeminiWire, "openai": OpenAIWire}
+
+
+def _delay_headers(delay_s: float, where: str) -> dict[str, str]:
+    if where == "header_ms":
+        return {"retry-after-ms": f"{delay_s * 1000:g}"}
+    return {"retry-after": f"{delay_s:g}"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Default answers
+
+
+def _block(text: str, name: str, last: bool = False) -> str | None:
+    found = re.findall(rf"<<<{name}\n(.*?)\n{name}>>>", text or "", flags=re.S)
+    if not found:
+        return None
+    return (found[-1] if last else found[0]).strip()
+
+
+def expected_verdict(item: str, rule: str = "marker") -> str:
+    """The verdict the fake judge gives an item (an assertion's text)."""
+    if rule == "marker":
+        return "unsupported" if UNSUPPORTED_MARKER in item.lower() else "supported"
+    if rule == "hash":
+        return "supported" if hashlib.sha256(item.strip().encode()).digest()[0] % 2 == 0 else "unsupported"
+    raise ValueError(f"unknown verdict rule {rule!r}")
+
+
+def _resolve(schema: Any, root: dict) -> dict:
+    while isinstance(schema, dict) and "$ref" in schema:
+        path = schema["$ref"].lstrip("#/").split("/")
+        target: Any = root
+        for part in path:
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        schema = target
+    return schema if isinstance(schema, dict) else {}
+
+
+def synthesize(schema: Any, root: dict | None = None, hints: dict[str, Any] | None = None, name: str | None = None) -> Any:
+    """A minimal instance of a JSON schema (JSON Schema or Gemini's uppercase OpenAPI subset);
+    `hints` give values for named properties when they fit the schema."""
+    root = root if root is not None else (schema if isinstance(schema, dict) else {})
+    hints = hints or {}
+    schema = _resolve(schema, root)
+    for key in ("anyOf", "any_of", "oneOf", "one_of"):
+        if schema.get(key):
+            branches = [_resolve(b, root) for b in schema[key]]
+            non_null = [b for b in branches if str(b.get("type", "")).lower() != "null"]
+            return synthesize((non_null or branches)[0], root, hints, name)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if str(k).lower() != "null"), "null")
+    kind = str(kind).lower() if kind else ("object" if "properties" in schema else "string")
+    if schema.get("enum"):
+        hint = hints.get(name)
+        return hint if hint in schema["enum"] else schema["enum"][0]
+    if kind == "object":
+        return {k: synthesize(v, root, hints, k) for k, v in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return []
+    if kind == "string":
+        hint = hints.get(name)
+        return hint if isinstance(hint, str) else ""
+    if kind in ("number", "integer"):
+        return 0
+    if kind == "boolean":
+        return False
+    return None
+
+
+def default_answer(server: FakeServer, req: RecordedRequest) -> str:
+    user = req.user or ""
+    item = _block(user, "ASSERTION", last=True) or user
+    source = _block(user, "SOURCE") or ""
+    verdict = expected_verdict(item, server.verdict_rule)
+    evidence = " ".join(source.split()[:8]) if verdict == "supported" else ""
+    hints = {"verdict": verdict, "evidence": evidence, "rationale": f"fake judge ({server.verdict_rule} rule)"}
+    schema = req.generation.get("schema")
+    if not isinstance(schema, dict):
+        return json.dumps(hints)
+    return json.dumps(synthesize(schema, hints=hints))
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers
+
+
+def _answer_text(server: FakeServer, req: RecordedRequest, fault: Fault) -> str | None:
+    if fault.kind in ("safety", "prompt_blocked", "empty"):
+        return None if fault.kind != "empty" else ""
+    text = server.answer_fn(server, req)
+    if fault.kind == "malformed_answer":
+        return "Sure! Here is my verdict: " + text[: max(1, len(text) // 3)]
+    if fault.kind == "truncated":
+        return text[: len(text) // 2]
+    return text
+
+
+def gemini_generate(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    model = req.params["model"]
+    prompt_tokens = _estimate_tokens(req.prompt_text())
+    text = _answer_text(server, req, fault)
+    thoughts = server.thinking_tokens
+    usage: dict[str, Any] = {"promptTokenCount": prompt_tokens}
+    if server.cached_tokens:
+        usage["cachedContentTokenCount"] = min(server.cached_tokens, prompt_tokens)
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
+    body: dict[str, Any] = {"modelVersion": model + server.model_suffix, "responseId": f"fake-{len(server.requests)}"}
+    if fault.kind == "prompt_blocked":
+        body["promptFeedback"] = {"blockReason": "SAFETY", "safetyRatings": [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]}
+        usage["totalTokenCount"] = prompt_tokens
+        body["usageMetadata"] = usage
+        return Reply(200, body)
+    finish = {"safety": "SAFETY", "truncated": "MAX_TOKENS"}.get(fault.kind, "STOP")
+    candidate: dict[str, Any] = {"finishReason": finish, "index": 0}
+    if text:
+        candidate["content"] = {"role": "model", "parts": [{"text": text}]}
+        usage["candidatesTokenCount"] = _estimate_tokens(text)
+    elif fault.kind == "empty":
+        candidate["content"] = {"role": "model", "parts": []}
+    if fault.kind == "safety":
+        candidate["safetyRatings"] = [{"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": True}]
+    usage["totalTokenCount"] = prompt_tokens + usage.get("candidatesTokenCount", 0) + thoughts
+    body["candidates"] = [candidate]
+    body["usageMetadata"] = usage
+    return Reply(200, body)
+
+
+def openai_chat(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    body_in = req.json if isinstance(req.json, dict) else {}
+    model = str(body_in.get("model", "unknown"))
+    prompt_tokens = _estimate_tokens(req.prompt_text())
+    text = _answer_text(server, req, fault)
+    finish = {"safety": "content_filter", "prompt_blocked": "content_filter", "truncated": "length"}.get(fault.kind, "stop")
+    completion_tokens = _estimate_tokens(text) if text else 0
+    body = {
+        "id": f"chatcmpl-fake{len(server.requests)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model + server.model_suffix,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "refusal": None},
+            "finish_reason": finish,
+            "logprobs": None,
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens + server.thinking_tokens,
+            "total_tokens": prompt_tokens + completion_tokens + server.thinking_tokens,
+            "prompt_tokens_details": {"cached_tokens": min(server.cached_tokens, prompt_tokens)},
+            "completion_tokens_details": {"reasoning_tokens": server.thinking_tokens},
+        },
+    }
+    return Reply(200, body, {"x-request-id": f"req_fake{len(server.requests)}"})
+
+
+ROUTES: list[Route] = [
+    Route("POST", re.compile(r"^/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):generateContent$"),
+          "gemini.generate", "gemini", gemini_generate),
+    Route("POST", re.compile(r"^/v1/chat/completions$"), "openai.chat", "openai", openai_chat),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    # The default backlog of 5 drops SYNs under 64 concurrent connections (1 s client stalls).
+    request_queue_size = 256
+    fake: FakeServer
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def setup(self):
+        super().setup()
+        # Status line, headers and body go out in one write; no Nagle delay on keep-alive.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format, *args):  # noqa: A002 - the fake is quiet
+        pass
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _serve(self):
+        try:
+            self.server.fake._dispatch(self)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
+
+    def send_reply(self, reply: Reply) -> None:
+        if reply.drop:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        body = reply.body
+        if isinstance(body, (dict, list)):
+            data, ctype = json.dumps(body).encode(), "application/json; charset=UTF-8"
+        else:
+            data = body.encode() if isinstance(body, str) else (body or b"")
+            ctype = reply.headers.get("content-type", "application/json; charset=UTF-8")
+        head = [f"HTTP/1.1 {reply.status} {self.responses.get(reply.status, ('Error',))[0]}",
+                f"Content-Type: {ctype}", f"Content-Length: {len(data)}"]
+        head += [f"{k}: {v}" for k, v in reply.headers.items() if k.lower() != "content-type"]
+        if self.close_connection:
+            head.append("Connection: close")
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+
+
+class FakeServer:
+    """The fake provider. Start with `start()` (or `with FakeServer() as s:`), stop with
+    `stop()`. Thread-safe: requests are served concurrently, one thread per connection."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, latency_s: float = 0.0,
+                 verdict_rule: str = "marker"):
+        expected_verdict("", verdict_rule)  # validate the rule early
+        self.host, self._port = host, port
+        self.latency_s = latency_s
+        self.verdict_rule = verdict_rule
+        self.answer_fn: Callable[[FakeServer, RecordedRequest], str] = default_answer
+        self.model_suffix = "-fake-001"
+        self.cached_tokens = 0
+        self.thinking_tokens = 0
+        self.routes: list[Route] = list(ROUTES)
+        self.requests: list[RecordedRequest] = []
+        self.counters: Counter[str] = Counter()
+        self._script: list[_Script] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> FakeServer:
+        httpd = _HTTPServer((self.host, self._port), _RequestHandler)
+        httpd.fake = self
+        self._httpd = httpd
+        self._stopping.clear()
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-provider", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping on latency or hang faults
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the fake server is not running")
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """Base URL for google-genai's HttpOptions(base_url=...)."""
+        return f"http://{self.host}:{self.port}"
+
+    gemini_base_url = url
+
+    @property
+    def openai_base_url(self) -> str:
+        """Base URL for openai's AsyncOpenAI(base_url=...) (it must include /v1)."""
+        return f"{self.url}/v1"
+
+    # -- scripting -----------------------------------------------------------------------
+    def enqueue(self, *faults: Fault, times: int | None = 1, route: str | None = None,
+                contains: str | None = None, when: Callable[[RecordedRequest], bool] | None = None) -> None:
+        """Script faults, consumed in order by matching requests. Each fault applies to `times`
+        requests (None = every matching request until `reset()`). `route` is a route-name
+        prefix ("gemini", "openai.chat"); `contains` a substring of the prompt."""
+        if times is not None and times < 1:
+            raise ValueError("times must be >= 1 or None")
+        with self._lock:
+            self._script.extend(_Script(f, times, route, contains, when) for f in faults)
+
+    def reset(self) -> None:
+        """Forget scripted faults, recorded requests and counters."""
+        with self._lock:
+            self._script.clear()
+            self.requests.clear()
+            self.counters.clear()
+
+    def add_route(self, method: str, pattern: str, name: str, provider: str | None, handler: Handler) -> None:
+        self.routes.insert(0, Route(method.upper(), re.compile(pattern), name, provider, handler))
+
+    # -- inspection ----------------------------------------------------------------------
+    def count(self, route: str | None = None, fault: str | None = None) -> int:
+        """Requests seen, optionally only those of a route-name prefix or a fault kind."""
+        with self._lock:
+            return sum(1 for r in self.requests
+                       if (route is None or (r.route or "").startswith(route)) and (fault is None or r.fault == fault))
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"requests": len(self.requests), "counters": dict(self.counters),
+                    "scripted": [dict(s.fault.as_dict(), remaining=s.remaining) for s in self._script]}
+
+    # -- serving -------------------------------------------------------------------------
+    def _next_fault(self, req: RecordedRequest) -> Fault | None:
+        with self._lock:
+            for i, script in enumerate(self._script):
+                if script.matches(req):
+                    if script.remaining is not None:
+                        script.remaining -= 1
+                        if script.remaining == 0:
+                            del self._script[i]
+                    return script.fault
+        return None
+
+    def _dispatch(self, h: _RequestHandler) -> None:
+        arrived = time.monotonic()
+        split = urlsplit(h.path)
+        body = h._read_body()
+        if split.path.startswith("/_fake/"):
+            h.send_reply(self._control(h.command, split.path, body))
+            return
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            payload = None
+        req = RecordedRequest(arrived, h.command, split.path, parse_qs(split.query),
+                              {k.lower(): v for k, v in h.headers.items()}, body, payload)
+        route = next((r for r in self.routes if r.method == h.command and r.pattern.match(split.path)), None)
+        if route is None:
+            req.status = 404
+            self._record(req)
+            h.send_reply(Reply(404, {"error": {"code": 404, "message": f"no route for {h.command} {split.path}",
+                                               "status": "NOT_FOUND"}}))
+            return
+        req.route, req.provider = route.name, route.provider
+        req.params = route.pattern.match(split.path).groupdict()
+        fault = self._next_fault(req) or Fault("ok")
+        req.fault = fault.kind
+        self._record(req)
+        wait = self.latency_s + fault.latency_s
+        if wait > 0 and self._stopping.wait(wait):
+            h.close_connection = True
+            return
+        reply = self._reply(route, req, fault)
+        req.status = None if reply.drop else reply.status
+        with self._lock:
+            self.counters[f"status:{req.status or 'dropped'}"] += 1
+        h.send_reply(reply)
+
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(req)
+            self.counters["requests"] += 1
+            self.counters[f"route:{req.route}"] += 1
+            self.counters[f"fault:{req.fault}"] += 1
+
+    def _reply(self, route: Route, req: RecordedRequest, fault: Fault) -> Reply:
+        if fault.kind == "drop":
+            return Reply(drop=True)
+        if fault.kind == "status":
+            wire = WIRES.get(route.provider or "", GeminiWire)
+            return wire.error(fault.status, f"fake {fault.status} error", fault.delay_s, fault.where)
+        if fault.kind == "malformed_body":
+            return Reply(200, b'{"candidates": [{"content": {"parts": [{"text": "unterminated', {})
+        if req.json is None and req.method in ("POST", "PUT", "PATCH") and route.provider in WIRES:
+            return WIRES[route.provider].error(400, "request body is not JSON", None, "header")
+        return route.handler(self, req, fault)
+
+    def _control(self, method: str, path: str, body: bytes) -> Reply:
+        if path == "/_fake/stats" and method == "GET":
+            return Reply(200, self.stats())
+        if path == "/_fake/reset" and method == "POST":
+            self.reset()
+            return Reply(200, {"ok": True})
+        if path == "/_fake/faults" and method == "POST":
+            try:
+                spec = json.loads(body)
+                for f in spec["faults"]:
+                    f = dict(f)
+                    times = f.pop("times", 1)
+                    route, contains = f.pop("route", None), f.pop("contains", None)
+                    self.enqueue(Fault(**f), times=times, route=route, contains=contains)
+            except (ValueError, KeyError, TypeError) as exc:
+                return Reply(400, {"error": str(exc)})
+            return Reply(200, self.stats())
+        return Reply(404, {"error": f"no control endpoint {method} {path}"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Fake Gemini/OpenAI server for memjudge tests and benchmarks")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    parser.add_argument("--verdict-rule", choices=("marker", "hash"), default="marker")
+    args = parser.parse_args(argv)
+    server = FakeServer(args.host, args.port, args.latency, args.verdict_rule).start()
+    print(server.url, flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
