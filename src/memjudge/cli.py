@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     n = sub.add_parser("noise", help="re-score flip rates per judge")
     n.add_argument("labels", nargs="+")
     n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     n.add_argument("--out")
     n.add_argument("--json", action="store_true")
     n.set_defaults(func=cmd_noise)
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--gold")
     a.add_argument("--replicate", type=_replicate_choice, default=0)
     a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     a.add_argument("--out")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_agreement)
@@ -137,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     # --- report ------------------------------------------------------------------------
     rp = sub.add_parser("report", help="Markdown/HTML report with figures from a run directory")
     rp.add_argument("run_dir")
-    rp.add_argument("--format", default="md,html")
+    rp.add_argument("--format", default="md,html", help="comma list of md, html (figures are always written)")
+    rp.add_argument("--json", action="store_true", help="print what was written and which parts were found as JSON")
     rp.set_defaults(func=cmd_report)
 
     # --- simulate ----------------------------------------------------------------------
@@ -198,31 +201,162 @@ def _not_yet(name: str) -> int:
 
 
 def cmd_score(args) -> int:
-    return _not_yet("score")
+    from memjudge.engine import score_run
+    from memjudge.io import dumps
+
+    if args.batch:
+        return _not_yet("score --batch")
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    result = score_run(
+        args.candidates, args.sources, args.judge, rubric=args.rubric, facts=args.facts,
+        replicates=args.replicates, out=args.out, cache_dir=args.cache_dir, dry_run=args.dry_run,
+        progress=not args.no_progress and sys.stderr.isatty(), parquet=args.parquet,
+        judges_file=args.judges_file, base_url=args.base_url, concurrency=args.concurrency,
+        rpm=args.rpm, tpm=args.tpm, temperature=args.temperature, seed=args.seed,
+        max_output_tokens=args.max_output_tokens, thinking_budget=args.thinking_budget,
+        argv=settings, echo=None if args.json else print,
+    )
+    s = result.summary
+    if args.json:
+        print(dumps(s.as_dict(), indent=2))
+        return 0
+    if s.dry_run:
+        cost = f"${s.estimated_cost_usd:.4f}" if s.estimated_cost_usd is not None else "unknown (no prices: set price_input_per_mtok / price_output_per_mtok in --judges-file)"
+        print(f"dry run: {s.calls} calls for {s.rows} rows ({s.judge}, {s.rubric}); {s.cached} cached, {s.resumed} in the run's journal, {s.calls - s.cached - s.resumed} to request")
+        print(f"estimated tokens: {s.estimated_input_tokens:,} input + {s.estimated_output_tokens:,} output; estimated cost: {cost}")
+        return 0
+    name = "labels.jsonl" if result.labels is not None else "coverage.jsonl"
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items()))
+    cost = f", cost ${s.cost_usd:.4f}" if s.cost_usd is not None else ""
+    print(f"wrote {result.out_dir / name}: {s.rows} rows{' (' + counts + ')' if counts else ''}")
+    print(f"{s.requested} calls requested ({s.requests} requests, {s.reasks} re-asks, {s.retries} retries), {s.cached} cached, {s.resumed} resumed, {s.errors} without a valid answer; "
+          f"tokens {s.tokens.get('input_tokens', 0):,} in / {s.tokens.get('output_tokens', 0):,} out{cost}; {s.seconds:.1f} s")
+    if s.errors:
+        print(f"memjudge: {s.errors} calls have no valid answer (verdict null, see 'error'); rerun the same command to ask them again", file=sys.stderr)
+    return 0
 
 
 def cmd_cache(args) -> int:
-    return _not_yet("cache")
+    from memjudge.cache import AnswerCache
+    from memjudge.io import dumps
+
+    with AnswerCache(args.cache_dir) as cache:
+        if args.cache_command == "stats":
+            out = cache.stats()
+            text = f"{out['directory']}: {out['entries']} answers, {out['size_bytes']:,} bytes (eviction {out['eviction_policy']})"
+        else:
+            out = {"directory": str(cache.directory), "removed": cache.clear()}
+            text = f"{out['directory']}: removed {out['removed']} answers"
+    print(dumps(out, indent=2) if args.json else text)
+    return 0
+
+
+def _emit_analysis(args, data: dict, text: str, filename: str, notes=()) -> int:
+    """Shared tail of analysis commands: RUN_DIR/filename for `report`, JSON or a table on stdout."""
+    from memjudge.io import dumps, write_json
+
+    if getattr(args, "out", None):
+        from pathlib import Path
+
+        write_json(Path(args.out) / filename, data)
+    if args.json:
+        print(dumps(data, indent=2))
+        for note in notes:
+            print(f"memjudge: note: {note}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
 
 
 def cmd_noise(args) -> int:
-    return _not_yet("noise")
+    from memjudge.io import read_labels
+    from memjudge.noise import noise
+
+    res = noise(read_labels(args.labels), seed=args.seed, B=args.bootstrap)
+    return _emit_analysis(args, res.to_json(), res.to_text(), "noise.json", res.notes)
 
 
 def cmd_agreement(args) -> int:
-    return _not_yet("agreement")
+    from memjudge.agreement import agreement
+    from memjudge.io import read_gold, read_labels
+
+    labels = read_labels(args.labels)
+    gold = read_gold(args.gold) if args.gold else None
+    res = agreement(labels, gold=gold, replicate=args.replicate, seed=args.seed, B=args.bootstrap)
+    return _emit_analysis(args, res.to_json(), res.to_text(), "agreement.json", res.notes)
 
 
 def cmd_compare(args) -> int:
-    return _not_yet("compare")
+    from pathlib import Path
+
+    from memjudge import crossval
+    from memjudge.io import dumps, write_json
+
+    res = crossval.compare(
+        args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
+        gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
+    )
+    out = res.to_json()
+    if args.out:
+        run = Path(args.out)
+        write_json(run / "compare.json", out)
+        write_json(run / "compare_inputs.json", {
+            "candidates": str(Path(args.candidates).resolve()),
+            "labels": [str(Path(p).resolve()) for p in args.labels],
+            "coverage": str(Path(args.coverage).resolve()) if args.coverage else None,
+            "judge": res.judge, "replicate": res.replicate,
+        })
+        write_json(run / "sweep.json", res.sweep())
+        write_json(run / "calibration.json", res.calibration(seed=args.seed))
+    if args.export_policy:
+        res.export_policy(args.export_policy, args.policy)
+    if args.json:
+        print(dumps(out))
+    else:
+        print(res.render())
+        if args.out:
+            print(f"\nwrote compare.json, sweep.json, calibration.json to {args.out}")
+        if args.export_policy:
+            print(f"wrote the {args.policy} policy (fitted on all personas) to {args.export_policy}")
+    return 0
 
 
 def cmd_robustness(args) -> int:
-    return _not_yet("robustness")
+    from pathlib import Path
+
+    from memjudge import robustness
+    from memjudge.io import dumps, write_json
+
+    res = robustness.robustness(
+        args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
+        gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
+    )
+    out = res.to_json()
+    if args.out:
+        write_json(Path(args.out) / "robustness.json", out)
+    if args.json:
+        print(dumps(out))
+    else:
+        print(res.render())
+        if args.out:
+            print(f"\nwrote robustness.json to {args.out}")
+    return 0
 
 
 def cmd_report(args) -> int:
-    return _not_yet("report")
+    from memjudge.report import parse_formats, report
+
+    res = report(args.run_dir, formats=parse_formats(args.format))
+    if getattr(args, "json", False):
+        from memjudge.io import dumps
+
+        print(dumps(res.to_dict(), indent=2))
+        return 0
+    for p in res.written:
+        print(p)
+    if res.absent:
+        print("absent from the run (not in the report): " + ", ".join(res.absent), file=sys.stderr)
+    return 0
 
 
 def cmd_simulate(args) -> int:
@@ -234,7 +368,19 @@ def cmd_demo(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    return _not_yet("calibrate")
+    from memjudge.calibrate import calibrate
+    from memjudge.io import dumps
+
+    cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel)
+    if args.json:
+        print(dumps(cal.as_dict(), indent=2))
+    else:
+        print(f"{cal.judge}: threshold {cal.threshold:+.4f} on judge_score ({cal.target} {cal.target_value:.3f}; "
+              f"{cal.n} items, {cal.n_supported} supported, {cal.n_unsupported} unsupported)")
+        print(f"  balanced accuracy {cal.balanced_accuracy:.3f}, accuracy {cal.accuracy:.3f}, AUC {cal.auc:.3f} "
+              "(in-sample: report quality on other data)")
+        print(f"  written to {cal.panel}: use it with --judges-file {cal.panel}")
+    return 0
 
 
 def cmd_import(args) -> int:
