@@ -31,7 +31,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_sums, cluster_weights, interval_pairs
+from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_sums, cluster_weights, format_interval, interval_pairs
 from memjudge.errors import UsageError
 
 SUPPORTED = "supported"
@@ -225,6 +225,38 @@ class AgreementResult:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"pairs": self.pairs.copy(), "overall": self.overall.copy(), "gold": self.gold.copy()}
+
+    def to_text(self) -> str:
+        """Readable tables: pairs, confusion matrices, all-judge coefficients, gold."""
+        def cell(r, m):
+            return format_interval(getattr(r, m), getattr(r, f"{m}_lo"), getattr(r, f"{m}_hi"))
+
+        rep = "majority of replicates" if self.replicate == "majority" else f"replicate {self.replicate}"
+        parts = [f"Agreement ({len(self.judges)} judges, {self.items} items, {rep}; 95% persona-cluster bootstrap, "
+                 f"B={self.B}, seed={self.seed}, {self.personas} personas)"]
+        if len(self.pairs):
+            t = pd.DataFrame({"a": self.pairs["a"], "b": self.pairs["b"], "n": self.pairs["n"]})
+            names = {"percent_agreement": "agreement", "cohen_kappa": "Cohen κ", "gwet_ac1": "Gwet AC1",
+                     "positive_agreement": "pos. agr.", "negative_agreement": "neg. agr."}
+            for m, label in names.items():
+                t[label] = [cell(r, m) for r in self.pairs.itertuples()]
+            parts += ["", t.to_string(index=False)]
+            for (a, b), conf in self.confusion.items():
+                parts += ["", f"Confusion: rows {a}, columns {b}", conf.to_string()]
+        if len(self.overall):
+            o = pd.DataFrame({"measure": self.overall["measure"].map(
+                {"krippendorff_alpha": "Krippendorff α (nominal)", "fleiss_kappa": "Fleiss κ (complete items)"}),
+                "units": self.overall["units"],
+                "value": [format_interval(r.value, r.lo, r.hi) for r in self.overall.itertuples()]})
+            parts += ["", o.to_string(index=False)]
+        if len(self.gold):
+            g = pd.DataFrame({"judge": self.gold["judge"], "n": self.gold["n"]})
+            for m, label in {"accuracy": "accuracy", "cohen_kappa": "Cohen κ", "unsupported_precision": "unsupp. precision",
+                             "unsupported_recall": "unsupp. recall"}.items():
+                g[label] = [cell(r, m) for r in self.gold.itertuples()]
+            parts += ["", "Against gold labels", "", g.to_string(index=False)]
+        parts += [f"note: {n}" for n in self.notes]
+        return "\n".join(parts)
 
 
 # ---------------------------------------------------------------------------------------

@@ -77,3 +77,15 @@ def cluster_counts(cluster: np.ndarray, cell: np.ndarray, n_clusters: int, n_cel
     cluster = np.asarray(cluster, dtype=np.int64)
     cell = np.asarray(cell, dtype=np.int64)
     return np.bincount(cluster * n_cells + cell, minlength=n_clusters * n_cells).reshape(n_clusters, n_cells).astype(np.float64)
+
+
+def format_interval(value, lo=np.nan, hi=np.nan, digits: int = 3) -> str:
+    """'0.951 [0.942, 0.959]' for tables; '—' for a figure that cannot be computed."""
+    def f(x):
+        return "—" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+    if value is None or not np.isfinite(value):
+        return "—"
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return f(value)
+    return f"{f(value)} [{f(lo)}, {f(hi)}]"

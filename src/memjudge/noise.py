@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_sums, cluster_weights, interval_pairs
+from memjudge.bootstrap import B_DEFAULT, cluster_sums, cluster_weights, format_interval, interval_pairs
 from memjudge.errors import UsageError
 
 
@@ -103,6 +103,24 @@ class NoiseResult:
 
     def to_frame(self) -> pd.DataFrame:
         return self.judges.copy()
+
+    def to_text(self) -> str:
+        """Readable tables: one line per judge, then per category."""
+        head = f"Judge noise (re-score flip rate; 95% persona-cluster bootstrap, B={self.B}, seed={self.seed}, {self.personas} personas)"
+        t = pd.DataFrame({
+            "judge": self.judges["judge"], "rubric": self.judges["rubric"], "items": self.judges["items"],
+            "replicates": self.judges["replicates"], "null": self.judges["excluded_null"],
+            "flip rate": [format_interval(r.flip_rate, r.flip_rate_lo, r.flip_rate_hi) for r in self.judges.itertuples()],
+            "any flip": [format_interval(r.any_flip_rate, r.any_flip_rate_lo, r.any_flip_rate_hi) for r in self.judges.itertuples()],
+        })
+        parts = [head, "", t.to_string(index=False)]
+        if len(self.by_category):
+            c = self.by_category
+            ct = pd.DataFrame({"judge": c["judge"], "rubric": c["rubric"], "category": c["category"], "items": c["items"],
+                               "flip rate": [format_interval(r.flip_rate, r.flip_rate_lo, r.flip_rate_hi) for r in c.itertuples()]})
+            parts += ["", "By category", "", ct.to_string(index=False)]
+        parts += [f"note: {n}" for n in self.notes]
+        return "\n".join(parts)
 
 
 def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResult:
