@@ -1,0 +1,136 @@
+"""The answer cache (spec §5): the only place memjudge remembers judge answers across runs.
+
+A diskcache `Cache` opened with eviction off and no size limit: diskcache's defaults
+(1 GiB, least-recently-stored eviction) would silently drop answers, and a dropped answer
+is a paid request repeated and a replicate that is no longer the same draw. The settings
+are stored in the cache itself, so every later opening keeps them.
+
+Keys are sha256 hex digests of canonical JSON of everything that changes an answer (judge
+spec, exact model, base URL, generation parameters, rubric name + template hash + schema,
+rendered prompt, replicate index) and nothing else. Values are JSON strings (never pickles,
+which change between Python versions) holding only validated answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from memjudge.errors import UsageError
+from memjudge.judges.base import Prompt
+
+ENV_VAR = "MEMJUDGE_CACHE_DIR"
+KEY_VERSION = 1  # bump when the key's composition changes
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get(ENV_VAR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "memjudge"
+
+
+def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """--cache-dir, else MEMJUDGE_CACHE_DIR, else ~/.cache/memjudge."""
+    return Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+
+
+def cache_key(judge_identity: dict[str, Any], rubric_identity: dict[str, Any], prompt: Prompt, replicate: int) -> str:
+    """sha256 of canonical JSON of the answer's inputs (see the module docstring)."""
+    payload = {
+        "v": KEY_VERSION,
+        "judge": judge_identity,
+        "rubric": rubric_identity,
+        "prompt": {"system": prompt.system, "user": prompt.user},
+        "replicate": int(replicate),
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# Settings that make the cache keep everything; persisted by diskcache in the cache's Settings table.
+SETTINGS = {"eviction_policy": "none", "size_limit": 2**62, "cull_limit": 0}
+
+
+class AnswerCache:
+    """Validated judge answers keyed by `cache_key`. Safe across threads and processes."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        import diskcache  # imported here: `memjudge --help` should not pay for it
+
+        self.directory = resolve_cache_dir(directory)
+        if self.directory.exists() and not self.directory.is_dir():
+            raise UsageError(f"cache dir {self.directory} is not a directory")
+        try:
+            self._cache = diskcache.Cache(str(self.directory), **SETTINGS)
+        except OSError as e:
+            raise UsageError(f"cannot open cache dir {self.directory}: {e}") from None
+
+    # -- sync -----------------------------------------------------------------------------
+
+    def get(self, key: str) -> dict | None:
+        value = self._cache.get(key)
+        if value is None:
+            return None
+        try:
+            return json.loads(value)
+        except (TypeError, json.JSONDecodeError):
+            return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
+
+    def get_many(self, keys) -> dict[str, dict]:
+        out = {}
+        for k in keys:
+            v = self.get(k)
+            if v is not None:
+                out[k] = v
+        return out
+
+    def set(self, key: str, record: dict) -> None:
+        text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        if not self._cache.set(key, text):
+            raise OSError(f"cache write failed for {key} in {self.directory}")
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._cache
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    # -- async (diskcache blocks: keep it off the event loop) ------------------------------
+
+    async def aget(self, key: str) -> dict | None:
+        return await asyncio.to_thread(self.get, key)
+
+    async def aset(self, key: str, record: dict) -> None:
+        await asyncio.to_thread(self.set, key, record)
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        return {name: getattr(self._cache, name) for name in SETTINGS}
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "directory": str(self.directory),
+            "entries": len(self._cache),
+            "size_bytes": int(self._cache.volume()),
+            "eviction_policy": self._cache.eviction_policy,
+            "size_limit": int(self._cache.size_limit),
+        }
+
+    def clear(self) -> int:
+        return int(self._cache.clear())
+
+    def close(self) -> None:
+        self._cache.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+__all__ = ["AnswerCache", "ENV_VAR", "SETTINGS", "cache_key", "default_cache_dir", "resolve_cache_dir"]

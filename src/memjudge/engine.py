@@ -1,0 +1,796 @@
+"""The scoring engine (spec §5): rubric-rendered calls to one judge, cached, retried,
+validated, resumable.
+
+    result = score_run("candidates.jsonl", "sources.jsonl", "openai:gpt-4o-mini", replicates=2)
+    result.labels      # one row per (assertion, judge, rubric, replicate), spec §6
+    result.summary     # calls made, cached, errors, verdict counts, tokens, cost, seconds
+
+Every answer that validates is appended to the run's journal (`RUN_DIR/journal.jsonl`,
+flushed per answer) and to the cache before anything else happens, so killing the process
+at any moment loses nothing; a rerun reuses every valid answer (journal first, then the
+cache) and asks only for the rest. Answers that fail (provider error after retries, safety
+block, truncation, empty, or invalid JSON after `MAX_REASKS` re-asks) become rows with
+`verdict = null` and an `error`, are never cached, and are asked again on the next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memjudge import io
+from memjudge.cache import AnswerCache, cache_key, resolve_cache_dir
+from memjudge.errors import InputError, MemjudgeError, UsageError
+from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
+from memjudge.ratelimit import RateLimiter
+from memjudge.rubrics import AnswerError, Rubric, evidence_found, load_rubric
+
+MAX_REASKS = 2
+# A streak this long of requests that failed after retries means the judge is unusable
+# (wrong key, unknown model, outage): stop and say so instead of writing thousands of nulls.
+ABORT_AFTER_FAILURES = 20
+JOURNAL = "journal.jsonl"
+UNANSWERED_FACT = "(unanswered)"  # coverage row of a persona whose judge-listed facts are unknown
+
+REASK_NOTE = (
+    "Your previous answer could not be used: {error}. Answer again with exactly one JSON "
+    "object that follows the format described above, and nothing else."
+)
+
+FINISH_ERRORS = {
+    "length": "truncated: the answer hit the output token limit (max_output_tokens; thinking tokens count too)",
+    "safety": "blocked by the provider's safety filter",
+    "empty": "empty answer",
+    "other": "the answer did not finish normally",
+}
+
+EXTRA_LABEL_COLUMNS = ["finish_reason", "model_version", "simulated"]
+
+
+# ---------------------------------------------------------------------------------------
+# results
+
+
+@dataclass
+class ScoreSummary:
+    judge: str
+    rubric: str
+    simulated: bool
+    rows: int  # rows in the output (labels, or coverage facts)
+    calls: int  # distinct judge calls the job needs (items x replicates, deduplicated)
+    requested: int  # calls sent to the judge in this run
+    requests: int  # generate() invocations, re-asks included (retries are counted apart)
+    reasks: int
+    retries: int
+    cached: int  # calls answered from the cache
+    resumed: int  # calls answered from this run directory's journal
+    errors: int  # calls left without a valid answer
+    verdicts: dict[str, int]  # support: counts by verdict, "null" for no valid answer
+    tokens: dict[str, int]  # usage of the requests made in this run
+    cost_usd: float | None  # of the requests made in this run; None without prices
+    seconds: float
+    dry_run: bool = False
+    estimated_input_tokens: int | None = None  # dry run: for the calls still to make
+    estimated_output_tokens: int | None = None
+    estimated_cost_usd: float | None = None
+    out_dir: str | None = None
+    cache_dir: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return io.json_safe(dataclasses.asdict(self))
+
+
+@dataclass
+class ScoreResult:
+    labels: pd.DataFrame | None  # support rubric
+    coverage: pd.DataFrame | None  # coverage rubric
+    summary: ScoreSummary
+    out_dir: Path | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# inputs
+
+
+def _frame_input(df: pd.DataFrame, reader, what: str, **kw) -> pd.DataFrame:
+    """Validate a DataFrame given to the Python API with the file reader's own rules; errors
+    name `<what DataFrame>` and the 1-based row."""
+    import tempfile
+
+    label = f"<{what} DataFrame>"
+    try:
+        records = io.frame_records(df)
+    except TypeError as e:
+        raise InputError(label, str(e)) from None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{what}.jsonl"
+        io.write_jsonl(path, records)
+        try:
+            return reader(path, **kw)
+        except InputError as e:
+            raise InputError(label, e.message, e.line) from None
+
+
+def _read(obj, reader, what: str, **kw) -> tuple[pd.DataFrame, str]:
+    if isinstance(obj, pd.DataFrame):
+        return _frame_input(obj, reader, what, **kw), f"<{what} DataFrame>"
+    if obj is None:
+        raise UsageError(f"no {what} given")
+    return reader(obj, **kw), str(obj)
+
+
+def _file_digest(path: str) -> str | None:
+    p = Path(path)
+    if not p.is_file():
+        return None
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# judges
+
+
+_OVERRIDABLE = ("base_url", "concurrency", "rpm", "tpm", "temperature", "seed", "max_output_tokens", "thinking_budget")
+
+
+def resolve_judge(judge: str | JudgeConfig | Judge, *, judges_file=None, **overrides) -> tuple[Judge, bool]:
+    """A ready judge, and whether we made it (and so must close it).
+
+    A spec string takes its settings from the panel file's entry for that spec, if any;
+    explicit overrides (CLI flags) win over both."""
+    from pydantic import ValidationError
+
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    unknown = set(overrides) - set(_OVERRIDABLE)
+    if unknown:
+        raise UsageError(f"unknown judge setting(s): {', '.join(sorted(unknown))}")
+    if isinstance(judge, Judge):
+        if overrides:
+            raise UsageError("judge settings cannot be overridden on a Judge instance; pass a spec or a JudgeConfig")
+        return judge, False
+    try:
+        if isinstance(judge, JudgeConfig):
+            config = judge.model_copy(update=overrides) if overrides else judge
+            JudgeConfig.model_validate(config.model_dump())
+        else:
+            parse_spec(judge)
+            config = JudgeConfig(spec=judge)
+            if judges_file:
+                from memjudge.judges.panel import load_panel
+
+                config = load_panel(judges_file).get(judge, config)
+            config = JudgeConfig.model_validate({**config.model_dump(), **overrides})
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise UsageError(f"judge {getattr(judge, 'spec', judge)}: {where}: {first['msg']}") from None
+    parse_spec(config.spec)
+    return make_judge(config), True
+
+
+def _secrets() -> list[str]:
+    """Values that must never reach a file: every *_API_KEY / *_TOKEN in the environment."""
+    out = []
+    for name, value in os.environ.items():
+        if value and len(value) >= 8 and (name.endswith("_API_KEY") or name.endswith("_TOKEN") or name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY")):
+            out.append(value)
+    return out
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for s in secrets:
+        text = text.replace(s, "***")
+    return text
+
+
+def _error_text(exc: BaseException, secrets: list[str]) -> str:
+    msg = " ".join(str(exc).split())
+    if len(msg) > 500:
+        msg = msg[:500] + "..."
+    return _scrub(f"request failed: {type(exc).__name__}: {msg}" if msg else f"request failed: {type(exc).__name__}", secrets)
+
+
+def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
+    """Cost of the given usage at the judge's prices (thinking tokens bill as output)."""
+    if config.price_input_per_mtok is None and config.price_output_per_mtok is None:
+        return None
+    pin = config.price_input_per_mtok or 0.0
+    pout = config.price_output_per_mtok or 0.0
+    return (usage.get("input_tokens", 0) * pin + (usage.get("output_tokens", 0) + usage.get("thinking_tokens", 0)) * pout) / 1e6
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about 4 characters per token in English)."""
+    return max(1, len(text) // 4)
+
+
+def default_out_dir(judge_spec: str, rubric_name: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", judge_spec).strip("_")
+    return Path("runs") / f"{safe}-{rubric_name}"
+
+
+# ---------------------------------------------------------------------------------------
+# the job
+
+
+@dataclass
+class _Task:
+    call: JudgeCall
+    record: dict | None = None  # a validated answer (from journal, cache or this run)
+    origin: str | None = None  # "journal", "cache" or "request"
+    error: str | None = None
+    usage: dict | None = None
+    latency_s: float | None = None
+
+
+class _Job:
+    def __init__(self, judge: Judge, rubric: Rubric, cache: AnswerCache | None, out_dir: Path | None, progress: bool, coverage_ctx: dict | None):
+        self.judge = judge
+        self.rubric = rubric
+        self.cache = cache
+        self.out_dir = out_dir
+        self.progress = progress
+        self.coverage_ctx = coverage_ctx or {}
+        self.secrets = _secrets()
+        self.requests = 0
+        self.reasks = 0
+        self.retries = 0
+        self.tokens = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "thinking_tokens": 0}
+        self.failure_streak = 0
+        self.last_failure: str | None = None
+        self._journal = None
+
+    # -- journal ------------------------------------------------------------------------
+
+    def open_journal(self):
+        if self.out_dir is None:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / JOURNAL
+        # A kill can leave a last line without its newline; start ours on a fresh line.
+        needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        self._journal = open(path, "a", encoding="utf-8")
+        if needs_newline:
+            self._journal.write("\n")
+            self._journal.flush()
+
+    def journal(self, key: str, record: dict) -> None:
+        if self._journal is not None:
+            self._journal.write(io.dumps({"key": key, **record}) + "\n")
+            self._journal.flush()
+
+    def close_journal(self):
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    # -- one call -------------------------------------------------------------------------
+
+    def _validate(self, call: JudgeCall, answer: JudgeAnswer) -> dict:
+        text = answer.text
+        obj = answer.parsed if (text is None or not str(text).strip()) and isinstance(answer.parsed, dict) else text
+        valid = self.rubric.validate(obj)
+        if self.rubric.kind == "coverage":
+            valid = _check_coverage(valid, self.coverage_ctx[call.item["persona_id"]])
+        return valid
+
+    def _on_retry(self, event) -> None:
+        self.retries += 1
+
+    async def ask(self, task: _Task) -> None:
+        from memjudge.retry import call_with_retry
+
+        call = task.call
+        usage = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "thinking_tokens": 0}
+        latency = 0.0
+        current = call
+        last_problem = None
+        for attempt in range(MAX_REASKS + 1):
+            if attempt:
+                self.reasks += 1
+                note = REASK_NOTE.format(error=last_problem)
+                current = dataclasses.replace(call, prompt=Prompt(system=call.prompt.system, user=f"{call.prompt.user}\n\n{note}"))
+            t0 = time.perf_counter()
+            self.requests += 1
+            try:
+                async def attempt_once(c=current):  # a coroutine function, so tenacity awaits it
+                    return await self.judge.generate(c)
+
+                answer = await call_with_retry(self.judge, attempt_once, on_retry=self._on_retry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the provider's error after retries: a null row, never a label
+                latency += time.perf_counter() - t0
+                task.error, task.usage, task.latency_s = _error_text(e, self.secrets), usage, latency
+                self.failure_streak += 1
+                self.last_failure = task.error
+                return
+            latency += time.perf_counter() - t0
+            self.failure_streak = 0
+            u = answer.usage.as_dict() if answer.usage is not None else {}
+            for k in usage:
+                usage[k] += int(u.get(k) or 0)
+                self.tokens[k] += int(u.get(k) or 0)
+            reason = answer.finish_reason
+            if reason != "stop":
+                task.error = FINISH_ERRORS.get(reason, f"the answer finished with {reason!r}")
+                break
+            if answer.text is None and answer.parsed is None or (answer.text is not None and not answer.text.strip() and answer.parsed is None):
+                task.error = FINISH_ERRORS["empty"]
+                break
+            try:
+                valid = self._validate(call, answer)
+            except AnswerError as e:
+                last_problem = str(e)
+                continue
+            task.record = {
+                "answer": valid,
+                "text": answer.text,
+                "finish_reason": reason,
+                "model_version": answer.model_version,
+                "judge_score": answer.judge_score,
+                "usage": usage,
+                "latency_s": round(latency, 4),
+                "reasks": attempt,
+            }
+            task.origin = "request"
+            task.error = None
+            self.journal(call.key, task.record)
+            if self.cache is not None:
+                await self.cache.aset(call.key, task.record)
+            break
+        else:
+            task.error = f"invalid answer after {MAX_REASKS} re-asks: {last_problem}"
+        task.usage, task.latency_s = usage, round(latency, 4)
+
+    # -- all calls --------------------------------------------------------------------------
+
+    async def run(self, pending: list[_Task], limiter: RateLimiter, progress_total: int, progress_done: int) -> None:
+        queue = sorted(pending, key=lambda t: self.judge.order_key(t.call))
+        it = iter(queue)
+        bar = _Progress(self, progress_total, progress_done) if self.progress else None
+        abort: list[str] = []
+
+        async def worker():
+            for task in it:
+                if abort:
+                    return
+                if limiter.active:
+                    await limiter.acquire(estimate_tokens(task.call.prompt.system + task.call.prompt.user) + self.rubric.expected_output_tokens)
+                await self.ask(task)
+                if bar is not None:
+                    bar.advance()
+                if self.failure_streak >= ABORT_AFTER_FAILURES and not abort:
+                    abort.append(self.last_failure or "requests failed")
+
+        n = max(1, min(self.judge.config.concurrency, len(queue)))
+        try:
+            if bar is not None:
+                bar.start()
+            await asyncio.gather(*(worker() for _ in range(n)))
+        finally:
+            if bar is not None:
+                bar.stop()
+        if abort:
+            raise MemjudgeError(
+                f"judge {self.judge.spec}: {ABORT_AFTER_FAILURES} requests in a row failed, stopping "
+                f"(last: {abort[0]}); answers received so far are saved, rerun the same command to resume"
+            )
+
+
+class _Progress:
+    """rich progress bar on stderr: done/total, rate, ETA, tokens and cost so far."""
+
+    def __init__(self, job: _Job, total: int, done: int):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.job = job
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[tokens]} tok  {task.fields[cost]}"),
+            console=Console(stderr=True), transient=False, refresh_per_second=4,
+        )
+        self.task = self.progress.add_task(f"{job.judge.spec} {job.rubric.name}", total=total, completed=done, rate="", tokens=0, cost="")
+        self.t0 = time.perf_counter()
+        self.new = 0
+
+    def start(self):
+        self.progress.start()
+
+    def stop(self):
+        self.progress.stop()
+
+    def advance(self):
+        self.new += 1
+        dt = max(time.perf_counter() - self.t0, 1e-9)
+        tokens = sum(self.job.tokens.values()) - self.job.tokens["cached_tokens"]
+        cost = price_usd(self.job.judge.config, self.job.tokens)
+        self.progress.update(
+            self.task, advance=1, rate=f"{self.new / dt:.1f}/s", tokens=f"{tokens:,}",
+            cost="" if cost is None else f"${cost:.4f}",
+        )
+
+
+def _check_coverage(answer: dict, ctx: dict) -> dict:
+    """Coverage answers must list every reference fact once and only known assertion ids."""
+    known = ctx["assertion_ids"]
+    facts = answer["facts"]
+    ids = [f["fact_id"] for f in facts]
+    if any(not i.strip() for i in ids):
+        raise AnswerError("a fact has an empty fact_id")
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise AnswerError(f"fact {dup!r} is listed more than once")
+    ref = ctx.get("fact_ids")
+    if ref is not None:
+        missing = [i for i in ref if i not in set(ids)]
+        extra = [i for i in ids if i not in set(ref)]
+        if missing:
+            raise AnswerError(f"facts missing from the answer: {', '.join(missing[:5])}")
+        if extra:
+            raise AnswerError(f"unknown fact ids in the answer: {', '.join(extra[:5])}")
+    out = []
+    for f in facts:
+        unknown = [a for a in f["covered_by"] if a not in known]
+        if unknown:
+            raise AnswerError(f"unknown assertion ids for fact {f['fact_id']!r}: {', '.join(unknown[:5])}")
+        out.append({**f, "covered_by": list(dict.fromkeys(f["covered_by"]))})
+    return {**answer, "facts": out}
+
+
+def _load_journal(path: Path) -> dict[str, dict]:
+    """key → record of every valid answer in the journal; a damaged line (a kill mid-write)
+    is skipped, it is asked again."""
+    out: dict[str, dict] = {}
+    if not path.is_file():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
+                out[rec.pop("key")] = rec
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# rows
+
+
+def _label_row(item: dict, replicate: int, task: _Task, judge: Judge, rubric: Rubric, source: str, extras: dict) -> dict:
+    rec = task.record
+    a = rec["answer"] if rec else {}
+    evidence = a.get("evidence") if rec else None
+    row = {
+        "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
+        "judge": judge.spec, "rubric": rubric.id, "replicate": replicate,
+        "verdict": a.get("verdict") if rec else None,
+        "judge_score": rec.get("judge_score") if rec else None,
+        "evidence": evidence,
+        "evidence_found": evidence_found(evidence, source) if rec else None,
+        "rationale": a.get("rationale") if rec else None,
+        "error": None if rec else task.error,
+        "cached": task.origin in ("journal", "cache") if rec else False,
+        "usage": rec.get("usage") if rec else task.usage,
+        "latency_s": rec.get("latency_s") if rec else task.latency_s,
+        "finish_reason": rec.get("finish_reason") if rec else None,
+        "model_version": rec.get("model_version") if rec else None,
+        "simulated": bool(getattr(judge, "simulated", False)),
+    }
+    row.update(extras)
+    return row
+
+
+def _coverage_rows(persona: str, replicate: int, task: _Task, judge: Judge, rubric: Rubric, facts: list[dict] | None) -> list[dict]:
+    base = {"persona_id": persona, "judge": judge.spec, "rubric": rubric.id, "replicate": replicate}
+    rec = task.record
+    cached = task.origin in ("journal", "cache")
+    if rec is None:
+        listed = facts if facts else [{"id": UNANSWERED_FACT, "text": None}]
+        return [{**base, "fact_id": f["id"], "fact_text": f["text"], "covered_by": None, "error": task.error, "cached": False} for f in listed]
+    by_id = {f["fact_id"]: f for f in rec["answer"]["facts"]}
+    if facts:
+        return [{**base, "fact_id": f["id"], "fact_text": f["text"], "covered_by": by_id[f["id"]]["covered_by"], "error": None, "cached": cached} for f in facts]
+    return [{**base, "fact_id": f["fact_id"], "fact_text": f.get("fact"), "covered_by": f["covered_by"], "error": None, "cached": cached} for f in rec["answer"]["facts"]]
+
+
+def _order_columns(df: pd.DataFrame, front: list[str]) -> pd.DataFrame:
+    return df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]]
+
+
+# ---------------------------------------------------------------------------------------
+# public API
+
+
+def _run_coro(coro):
+    """asyncio.run, also from inside a running loop (Jupyter): then in a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:  # re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="memjudge-score")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def score_run(
+    candidates,
+    sources,
+    judge: str | JudgeConfig | Judge,
+    *,
+    rubric: str | Rubric = "support",
+    facts=None,
+    replicates: int = 1,
+    out: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    dry_run: bool = False,
+    progress: bool = True,
+    parquet: bool = False,
+    judges_file: str | os.PathLike | None = None,
+    base_url: str | None = None,
+    concurrency: int | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    temperature: float | None = None,
+    seed: int | None = None,
+    max_output_tokens: int | None = None,
+    thinking_budget: int | None = None,
+    write: bool = True,
+    argv: list[str] | None = None,
+    echo=None,
+) -> ScoreResult:
+    """Score `candidates` against `sources` with one judge and one rubric.
+
+    `candidates`, `sources`, `facts` are paths (JSONL/CSV/Parquet) or DataFrames; `judge` is a
+    spec ("openai:gpt-4o-mini"), a JudgeConfig or a Judge. Outputs go to `out` (default
+    runs/<judge>-<rubric>) unless `write=False`. `dry_run` validates everything and estimates
+    calls, tokens and cost without calling. `echo(line)` receives the dry run's listing.
+    """
+    t_start = time.perf_counter()
+    if not isinstance(replicates, int) or isinstance(replicates, bool) or replicates < 1:
+        raise UsageError(f"replicates must be an integer >= 1, got {replicates!r}")
+    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        raise UsageError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    for name, v in (("rpm", rpm), ("tpm", tpm)):
+        if v is not None and not v > 0:
+            raise UsageError(f"{name} must be > 0, got {v!r}")
+    rub = load_rubric(rubric)
+    if facts is not None and rub.kind != "coverage":
+        raise UsageError(f"--facts is for the coverage rubric, not {rub.name!r}")
+
+    cands, cand_label = _read(candidates, io.read_candidates, "candidates", keep_line=True)
+    srcs, src_label = _read(sources, io.read_sources, "sources")
+    io.check_sources_cover(cands, srcs, cand_label, src_label)
+    cands = cands.drop(columns=[io.LINE])
+    fact_df = None
+    if facts is not None:
+        fact_df, _ = _read(facts, io.read_facts, "facts")
+
+    the_judge, owned = resolve_judge(
+        judge, judges_file=judges_file, base_url=base_url, concurrency=concurrency, rpm=rpm, tpm=tpm,
+        temperature=temperature, seed=seed, max_output_tokens=max_output_tokens, thinking_budget=thinking_budget,
+    )
+    closer = _Closer(the_judge if owned else None)
+    try:
+        return _score(
+            the_judge, rub, cands, srcs, fact_df, replicates=replicates, out=out, cache_dir=cache_dir, closer=closer,
+            use_cache=use_cache, dry_run=dry_run, progress=progress, parquet=parquet, write=write,
+            inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
+            judges_file=judges_file, argv=argv, echo=echo, t_start=t_start,
+        )
+    finally:
+        if closer.judge is not None:
+            _run_coro(closer.close())
+
+
+class _Closer:
+    """Closes a judge we made, on the event loop that used its clients."""
+
+    def __init__(self, judge: Judge | None):
+        self.judge = judge
+
+    async def close(self):
+        judge, self.judge = self.judge, None
+        if judge is not None:
+            await judge.aclose()
+
+    async def after(self, coro):
+        try:
+            return await coro
+        finally:
+            await self.close()
+
+
+def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df, *, replicates, out, cache_dir, closer,
+           use_cache, dry_run, progress, parquet, write, inputs, judges_file, argv, echo, t_start) -> ScoreResult:
+    source_of = dict(zip(srcs["persona_id"], srcs["source"]))
+    identity = judge.identity()
+    rid = rub.cache_identity()
+    extras_cols = [c for c in cands.columns if c not in io.CANDIDATE_COLUMNS]
+    reserved = set(io.LABEL_COLUMNS) | set(EXTRA_LABEL_COLUMNS)
+    extra_names = {c: (f"candidate_{c}" if c in reserved else c) for c in extras_cols}
+
+    tasks: dict[str, _Task] = {}
+    # slots: (task key, item, replicate, extras) for support; (task key, persona, replicate) for coverage
+    slots: list[tuple] = []
+    coverage_ctx: dict[str, dict] = {}
+    persona_facts: dict[str, list[dict] | None] = {}
+
+    def add(call_prompt: Prompt, item: dict, r: int) -> str:
+        key = cache_key(identity, rid, call_prompt, r)
+        if key not in tasks:
+            tasks[key] = _Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item))
+        return key
+
+    if rub.kind == "support":
+        cols = ["persona_id", "assertion_id", "category", "text"] + extras_cols
+        for values in cands[cols].itertuples(index=False, name=None):
+            pid, aid, cat, text = values[:4]
+            extras = {extra_names[c]: v for c, v in zip(extras_cols, values[4:])}
+            prompt = rub.render_support(source=source_of[pid], assertion=text, category=cat, persona_id=pid, assertion_id=aid)
+            item = {"assertion_id": aid, "persona_id": pid, "category": cat}
+            for r in range(replicates):
+                slots.append((add(prompt, item, r), item, r, extras))
+    else:
+        by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
+        facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}
+        for pid, g in by_persona.items():
+            assertions = [{"id": a, "text": t, "category": c} for a, t, c in zip(g["assertion_id"], g["text"], g["category"])]
+            if fact_df is not None:
+                if pid not in facts_by:
+                    continue  # no reference facts for this persona: nothing to cover
+                fl = [{"id": i, "text": t} for i, t in zip(facts_by[pid]["fact_id"], facts_by[pid]["text"])]
+            else:
+                fl = None
+            persona_facts[pid] = fl
+            coverage_ctx[pid] = {"assertion_ids": set(g["assertion_id"]), "fact_ids": [f["id"] for f in fl] if fl else None}
+            prompt = rub.render_coverage(source=source_of[pid], assertions=assertions, facts=fl, persona_id=pid)
+            item = {"persona_id": pid}
+            for r in range(replicates):
+                slots.append((add(prompt, item, r), pid, r))
+
+    out_dir = Path(out) if out is not None else default_out_dir(judge.spec, rub.name)
+    cache = AnswerCache(cache_dir) if use_cache else None
+    try:
+        # Reuse: this run directory's journal first, then the cache.
+        journal = _load_journal(out_dir / JOURNAL) if write else {}
+        for key, task in tasks.items():
+            rec = journal.get(key)
+            if rec is not None:
+                task.record, task.origin = rec, "journal"
+        if cache is not None:
+            missing = [k for k, t in tasks.items() if t.record is None]
+            found = cache.get_many(missing)
+            for key, rec in found.items():
+                tasks[key].record, tasks[key].origin = rec, "cache"
+        pending = [t for t in tasks.values() if t.record is None]
+
+        if dry_run:
+            est_in = sum(estimate_tokens(t.call.prompt.system + "\n" + t.call.prompt.user) for t in pending)
+            est_out = len(pending) * rub.expected_output_tokens
+            est_cost = price_usd(judge.config, {"input_tokens": est_in, "output_tokens": est_out})
+            summary = ScoreSummary(
+                judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=len(slots) if rub.kind == "support" else sum(len(persona_facts.get(s[1]) or []) for s in slots),
+                calls=len(tasks), requested=0, requests=0, reasks=0, retries=0,
+                cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
+                errors=0, verdicts={}, tokens={}, cost_usd=None, seconds=round(time.perf_counter() - t_start, 3), dry_run=True,
+                estimated_input_tokens=est_in, estimated_output_tokens=est_out, estimated_cost_usd=est_cost,
+                out_dir=str(out_dir), cache_dir=str(cache.directory) if cache else None,
+            )
+            if echo is not None and pending:
+                first = sorted(pending, key=lambda t: judge.order_key(t.call))[0].call
+                echo(f"first call ({first.item}):\n--- system ---\n{first.prompt.system}\n--- user ---\n{first.prompt.user}\n---")
+            return ScoreResult(labels=None, coverage=None, summary=summary, out_dir=out_dir)
+
+        job = _Job(judge, rub, cache, out_dir if write else None, progress, coverage_ctx)
+        if write:
+            job.open_journal()
+        limiter = RateLimiter(judge.config.rpm, judge.config.tpm)
+        try:
+            if pending:
+                _run_coro(closer.after(job.run(pending, limiter, progress_total=len(tasks), progress_done=len(tasks) - len(pending))))
+        finally:
+            job.close_journal()
+
+        # rows
+        labels = coverage = None
+        if rub.kind == "support":
+            rows = [_label_row(item, r, tasks[key], judge, rub, source_of[item["persona_id"]], extras) for key, item, r, extras in slots]
+            labels = _order_columns(pd.DataFrame(rows), io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS) if rows else pd.DataFrame(columns=io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS)
+            verdicts = labels["verdict"].fillna("null").value_counts().to_dict()
+            nrows = len(labels)
+        else:
+            rows = [row for key, pid, r in slots for row in _coverage_rows(pid, r, tasks[key], judge, rub, persona_facts[pid])]
+            coverage = pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"])
+            verdicts = {}
+            nrows = len(coverage)
+        summary = ScoreSummary(
+            judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=nrows, calls=len(tasks),
+            requested=sum(1 for t in pending), requests=job.requests, reasks=job.reasks, retries=job.retries,
+            cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
+            errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
+            tokens=dict(job.tokens), cost_usd=price_usd(judge.config, job.tokens), seconds=0.0,
+            out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache else None,
+        )
+        if write:
+            _write_outputs(out_dir, judge, rub, labels, coverage, tasks, summary, parquet=parquet, inputs=inputs,
+                           replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache else None, use_cache=use_cache)
+        summary.seconds = round(time.perf_counter() - t_start, 3)
+        if write:
+            io.write_json(out_dir / "summary.json", summary.as_dict())
+        return ScoreResult(labels=labels, coverage=coverage, summary=summary, out_dir=out_dir if write else None)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, tasks, summary, *, parquet, inputs, replicates,
+                   judges_file, argv, cache_dir, use_cache) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
+    io.write_jsonl(out_dir / f"{name}.jsonl", io.frame_records(frame))
+    if parquet:
+        tmp = out_dir / f"{name}.parquet.tmp"
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, out_dir / f"{name}.parquet")
+    # The journal keeps exactly the valid answers of this job (it is the run's own memory
+    # when the cache is cleared or elsewhere); written atomically like the outputs.
+    io.write_jsonl(out_dir / JOURNAL, ({"key": k, **t.record} for k, t in tasks.items() if t.record is not None))
+    from memjudge import __version__
+
+    config = {
+        "memjudge_version": __version__,
+        "command": argv,
+        "judge": {**judge.identity(), "simulated": bool(judge.simulated), "config": judge.config.model_dump(mode="json")},
+        "rubric": rub.describe(),
+        "replicates": replicates,
+        "inputs": {k: ({"path": v, "sha256": _file_digest(v)} if v else None) for k, v in inputs.items()},
+        "judges_file": str(judges_file) if judges_file else None,
+        "cache_dir": str(cache_dir) if cache_dir else None,
+        "use_cache": use_cache,
+        "python": sys.version.split()[0],
+    }
+    io.write_json(out_dir / "config.json", json.loads(_scrub(io.dumps(config), _secrets())))
+
+
+def score(candidates, sources, judge, **kwargs) -> pd.DataFrame:
+    """`score_run(...)` returning just the labels (support) or coverage (coverage rubric) frame."""
+    result = score_run(candidates, sources, judge, **kwargs)
+    if result.summary.dry_run:
+        raise UsageError("score(dry_run=True) has no labels; use score_run() for the estimate")
+    return result.labels if result.labels is not None else result.coverage
+
+
+__all__ = ["MAX_REASKS", "ScoreResult", "ScoreSummary", "default_out_dir", "price_usd", "resolve_judge", "score", "score_run"]

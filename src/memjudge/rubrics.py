@@ -1,0 +1,304 @@
+"""Rubrics (spec §4): a template, a version and the JSON schema of a valid answer, as data.
+
+Built-in rubrics live in the top-level `rubrics/` folder (installed as the package
+`memjudge._rubrics`); a path to a `.toml` file of the same shape works too. Templates are
+rendered in jinja2's sandbox with StrictUndefined, so a rubric file can neither reach Python
+internals nor silently drop a variable. A rubric's identity in outputs and cache keys is
+`name@<sha256 prefix of template + schema>`: editing one word gives a new identity.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import SandboxedEnvironment
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
+
+from memjudge.errors import InputError, UsageError
+from memjudge.judges.base import Prompt
+
+KINDS = ("support", "coverage")
+VERDICTS = ("supported", "unsupported")
+DIGEST_CHARS = 12
+
+
+class AnswerError(ValueError):
+    """A judge's answer that is not valid under the rubric (the engine re-asks, then gives up)."""
+
+
+# ---------------------------------------------------------------------------------------
+# sandboxed rendering
+
+
+def _data(value: Any) -> str:
+    """Untrusted text inside <<<NAME ... NAME>>> blocks: make the markers inert so the text
+    cannot close its block and pose as instructions."""
+    text = "" if value is None else str(value)
+    return text.replace("<<<", "\u2039\u2039\u2039").replace(">>>", "\u203a\u203a\u203a")
+
+
+def _environment() -> SandboxedEnvironment:
+    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+    env.filters["data"] = _data
+    return env
+
+
+_ENV = _environment()
+
+
+# ---------------------------------------------------------------------------------------
+# JSON schema -> pydantic model (the subset rubric answers need)
+
+_SCALARS = {"string": StrictStr, "integer": StrictInt, "number": StrictFloat, "boolean": StrictBool}
+
+
+def _schema_type(name: str, schema: dict, where: str):
+    t = schema.get("type")
+    if "enum" in schema:
+        values = schema["enum"]
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            raise ValueError(f"{where}: enum must be a non-empty list of strings")
+        return Literal[tuple(values)]  # type: ignore[valid-type]
+    if t in _SCALARS:
+        return _SCALARS[t]
+    if t == "array":
+        items = schema.get("items")
+        if not isinstance(items, dict):
+            raise ValueError(f"{where}: an array needs an 'items' schema")
+        return list[_schema_type(name + "Item", items, where + ".items")]  # type: ignore[misc]
+    if t == "object":
+        return model_from_schema(name, schema, where)
+    raise ValueError(f"{where}: unsupported type {t!r}")
+
+
+def model_from_schema(name: str, schema: dict, where: str = "schema") -> type[BaseModel]:
+    """A strict pydantic model for an object schema: no type coercion, no extra keys."""
+    props = schema.get("properties")
+    if schema.get("type") != "object" or not isinstance(props, dict) or not props:
+        raise ValueError(f"{where}: expected an object schema with properties")
+    required = set(schema.get("required", []))
+    fields: dict[str, Any] = {}
+    for key, sub in props.items():
+        if not isinstance(sub, dict):
+            raise ValueError(f"{where}.{key}: expected a schema table")
+        typ = _schema_type(name + key.title().replace("_", ""), sub, f"{where}.{key}")
+        fields[key] = (typ, ...) if key in required else (typ | None, None)
+    return create_model(name, __config__=ConfigDict(extra="forbid", strict=True), **fields)
+
+
+# ---------------------------------------------------------------------------------------
+# the rubric
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Rubric:
+    name: str
+    kind: str  # "support" or "coverage": how the engine turns an answer into rows
+    version: int
+    description: str
+    system_template: str
+    user_template: str
+    schema: dict
+    expected_output_tokens: int
+    origin: str  # "builtin" or the file it came from
+    model: type[BaseModel] = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """sha256 of the template text and the schema (what changes answers)."""
+        payload = canonical_json({"system": self.system_template, "user": self.user_template, "schema": self.schema})
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}@{self.digest[:DIGEST_CHARS]}"
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"name": self.name, "template_sha256": self.digest, "schema": self.schema}
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "kind": self.kind, "version": self.version, "origin": self.origin, "sha256": self.digest}
+
+    # -- rendering ----------------------------------------------------------------------
+
+    @functools.cached_property
+    def _templates(self):
+        return _ENV.from_string(self.system_template), _ENV.from_string(self.user_template)
+
+    def render(self, **variables: Any) -> Prompt:
+        """The (system, user) prompt; any template error is a UsageError naming the rubric."""
+        system, user = self._templates
+        try:
+            return Prompt(system=system.render(**variables).strip(), user=user.render(**variables).strip())
+        except TemplateError as e:  # SecurityError and UndefinedError are TemplateErrors
+            raise UsageError(f"rubric {self.name} ({self.origin}): {type(e).__name__}: {e}") from None
+
+    def render_support(self, *, source: str, assertion: str, category: str = "", persona_id: str = "", assertion_id: str = "") -> Prompt:
+        return self.render(source=source, assertion=assertion, category=category, persona_id=persona_id, assertion_id=assertion_id)
+
+    def render_coverage(self, *, source: str, assertions: list[dict], facts: list[dict] | None = None, persona_id: str = "") -> Prompt:
+        return self.render(source=source, assertions=assertions, facts=facts or [], persona_id=persona_id)
+
+    # -- answers ------------------------------------------------------------------------
+
+    def validate(self, answer: str | dict | None) -> dict[str, Any]:
+        """The answer as a plain dict if it is valid under the schema; AnswerError otherwise.
+        Nothing is coerced: "Supported" is not "supported", "1" is not 1."""
+        obj = parse_json_answer(answer) if not isinstance(answer, dict) else answer
+        try:
+            return self.model.model_validate(obj).model_dump()
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(x) for x in first.get("loc", ())) or "answer"
+            raise AnswerError(f"answer does not match the {self.name} schema: {loc}: {first['msg']}") from None
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL | re.IGNORECASE)
+
+
+def parse_json_answer(text: str | None) -> Any:
+    """One JSON value, optionally inside a ```json fence; anything else is an AnswerError."""
+    if text is None or not text.strip():
+        raise AnswerError("empty answer")
+    s = text.strip()
+    m = _FENCE.match(s)
+    if m:
+        s = m.group(1).strip()
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError as e:
+        raise AnswerError(f"answer is not valid JSON ({e.msg} at char {e.pos})") from None
+
+
+# ---------------------------------------------------------------------------------------
+# loading
+
+_SAMPLES = {
+    "support": [dict(source="s", assertion="a", category="c", persona_id="p", assertion_id="x")],
+    "coverage": [
+        dict(source="s", persona_id="p", facts=[], assertions=[{"id": "x", "text": "a", "category": "c"}]),
+        dict(source="s", persona_id="p", facts=[{"id": "f", "text": "t"}], assertions=[{"id": "x", "text": "a", "category": "c"}]),
+    ],
+}
+
+
+def _check_kind_schema(kind: str, schema: dict) -> str | None:
+    props = schema.get("properties", {})
+    if kind == "support":
+        v = props.get("verdict", {})
+        if set(v.get("enum", [])) != set(VERDICTS):
+            return f"a support rubric's schema needs 'verdict' with enum {list(VERDICTS)}"
+    else:
+        items = props.get("facts", {}).get("items", {}).get("properties", {})
+        if props.get("facts", {}).get("type") != "array" or not {"fact_id", "covered_by"} <= set(items):
+            return "a coverage rubric's schema needs 'facts': array of objects with 'fact_id' and 'covered_by'"
+    return None
+
+
+def rubric_from_toml(text: str, origin: str) -> Rubric:
+    """Parse and check a rubric file; problems are InputErrors naming it."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(origin, f"not valid TOML ({e})") from None
+    missing = [k for k in ("name", "kind", "version", "system", "user", "schema") if k not in data]
+    if missing:
+        raise InputError(origin, f"rubric is missing {', '.join(missing)}")
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise InputError(origin, f"rubric kind must be one of {', '.join(KINDS)}, found {kind!r}")
+    if not isinstance(data["version"], int) or isinstance(data["version"], bool):
+        raise InputError(origin, "rubric version must be an integer")
+    for k in ("name", "system", "user"):
+        if not isinstance(data[k], str) or not data[k].strip():
+            raise InputError(origin, f"rubric {k!r} must be a non-empty string")
+    schema = data["schema"]
+    try:
+        model = model_from_schema(f"{data['name'].title().replace('-', '')}Answer", schema)
+    except ValueError as e:
+        raise InputError(origin, f"rubric schema: {e}") from None
+    problem = _check_kind_schema(kind, schema)
+    if problem:
+        raise InputError(origin, problem)
+    try:
+        for t in (data["system"], data["user"]):
+            _ENV.from_string(t)
+    except TemplateError as e:
+        raise InputError(origin, f"rubric template: {type(e).__name__}: {e}") from None
+    rubric = Rubric(
+        name=data["name"], kind=kind, version=data["version"], description=data.get("description", ""),
+        system_template=data["system"], user_template=data["user"], schema=schema,
+        expected_output_tokens=int(data.get("expected_output_tokens", 100)), origin=origin, model=model,
+    )
+    for sample in _SAMPLES[kind]:  # fail at load, not after a thousand calls
+        try:
+            rubric.render(**sample)
+        except UsageError as e:
+            raise InputError(origin, f"rubric template does not render: {e}") from None
+    return rubric
+
+
+def _builtin_dir():
+    try:
+        return resources.files("memjudge._rubrics")
+    except ModuleNotFoundError:  # running from a source tree (PYTHONPATH=src)
+        return Path(__file__).resolve().parents[2] / "rubrics"
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name[: -len(".toml")] for p in _builtin_dir().iterdir() if p.name.endswith(".toml"))
+
+
+@functools.lru_cache(maxsize=None)
+def _load_builtin(name: str) -> Rubric:
+    res = _builtin_dir() / f"{name}.toml"
+    return rubric_from_toml(res.read_text(encoding="utf-8"), f"builtin:{name}")
+
+
+def load_rubric(name_or_path: str | Rubric) -> Rubric:
+    """A built-in rubric by name (`support`, `coverage`) or a rubric file by path."""
+    if isinstance(name_or_path, Rubric):
+        return name_or_path
+    text = str(name_or_path)
+    if text.endswith(".toml") or "/" in text or "\\" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise InputError(path, "no such rubric file" if not path.exists() else "is a directory, expected a rubric file")
+        return rubric_from_toml(path.read_text(encoding="utf-8"), str(path))
+    if text not in builtin_names():
+        raise UsageError(f"unknown rubric {text!r} (built-in: {', '.join(builtin_names())}; or a path to a .toml rubric file)")
+    return _load_builtin(text)
+
+
+# ---------------------------------------------------------------------------------------
+# evidence
+
+
+def normalise_ws(text: str) -> str:
+    return " ".join(text.split())
+
+
+def evidence_found(evidence: str | None, source: str) -> bool | None:
+    """Does the quote occur verbatim in the source (whitespace normalised)? None when no quote."""
+    if evidence is None or not evidence.strip():
+        return None
+    return normalise_ws(evidence) in normalise_ws(source)
+
+
+__all__ = [
+    "AnswerError", "KINDS", "Rubric", "VERDICTS", "builtin_names", "canonical_json", "evidence_found",
+    "load_rubric", "model_from_schema", "normalise_ws", "parse_json_answer", "rubric_from_toml",
+]
