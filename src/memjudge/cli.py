@@ -289,10 +289,10 @@ def cmd_agreement(args) -> int:
 def cmd_compare(args) -> int:
     from pathlib import Path
 
-    from memjudge import crossval
+    from memjudge.crossval import compare
     from memjudge.io import dumps, write_json
 
-    res = crossval.compare(
+    res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
     )
@@ -324,10 +324,10 @@ def cmd_compare(args) -> int:
 def cmd_robustness(args) -> int:
     from pathlib import Path
 
-    from memjudge import robustness
     from memjudge.io import dumps, write_json
+    from memjudge.robustness import robustness
 
-    res = robustness.robustness(
+    res = robustness(
         args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
     )
