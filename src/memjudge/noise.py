@@ -143,13 +143,14 @@ def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResul
 
     valid = df[df["verdict"].notna()]
     # One count row per (judge, rubric, item): n_k per label, built in one bincount.
-    key = pd.MultiIndex.from_frame(valid[["judge", "rubric", "assertion_id"]])
-    key_code, keys = pd.factorize(key)
+    key_cols = ["judge", "rubric", "assertion_id"]
+    # ngroup(sort=False) numbers keys in order of first appearance, as drop_duplicates lists them.
+    key_code = valid.groupby(key_cols, sort=False).ngroup().to_numpy()
+    per_item = valid[key_cols].drop_duplicates().reset_index(drop=True)
     label_code, label_names = pd.factorize(valid["verdict"])
     q = max(len(label_names), 1)
-    counts = np.bincount(key_code * q + label_code, minlength=len(keys) * q).reshape(len(keys), q)
+    counts = np.bincount(key_code * q + label_code, minlength=len(per_item) * q).reshape(len(per_item), q)
     flip, anyf, _ = item_flip(counts)
-    per_item = keys.to_frame(index=False)
     first = df.drop_duplicates("assertion_id").set_index("assertion_id")
     per_item["persona"] = np.searchsorted(personas, first.loc[per_item["assertion_id"], "persona_id"].astype(str).to_numpy())
     per_item["category"] = first.loc[per_item["assertion_id"], "category"].to_numpy()
