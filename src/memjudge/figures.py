@@ -1,0 +1,429 @@
+"""The report's figures: one pure function per figure, tidy data in, a matplotlib Figure out.
+
+Each function takes the numbers exactly as a run directory's JSON holds them (fractions,
+reshaped into small DataFrames by `memjudge.report`) and draws them; none computes a
+statistic. Figures are built on `matplotlib.figure.Figure` directly (never pyplot), so no
+global state or display is involved and the Agg canvas renders them anywhere. Sizes suit a
+paper column pair (6.5 × 4 in); colours are the Okabe–Ito palette, safe for colour-blind
+readers, and every series is also told apart by marker or hatch.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+PAPER_SIZE = (6.5, 4.0)
+DPI = 200
+# Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+HIGHLIGHT = "#D55E00"  # vermillion: the gated / emphasised category
+NEUTRAL = "#7F7F7F"
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--"]
+
+_RC = {
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.labelsize": 9,
+    "legend.fontsize": 7.5,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def _paper_style(fn):
+    """Artists take their font sizes when created, so the whole drawing runs in the style."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context(_RC):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _new_figure(size=PAPER_SIZE) -> Figure:
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _style(ax) -> None:
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.grid(axis="y", color="#E5E5E5", linewidth=0.6)
+    ax.set_axisbelow(True)
+
+
+def _pct(x) -> np.ndarray:
+    return 100.0 * np.asarray(x, dtype=float)
+
+
+def _yerr(rate, lo, hi) -> np.ndarray:
+    """Asymmetric error bars from an interval; a missing bound draws no bar on that side."""
+    rate, lo, hi = (np.asarray(v, dtype=float) for v in (rate, lo, hi))
+    below = np.where(np.isnan(lo), 0.0, rate - lo)
+    above = np.where(np.isnan(hi), 0.0, hi - rate)
+    return np.vstack([np.clip(below, 0, None), np.clip(above, 0, None)])
+
+
+def _empty(fig: Figure, message: str) -> Figure:
+    ax = fig.add_subplot()
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
+    return fig
+
+
+def save_png(fig: Figure, path, dpi: int = DPI) -> Path:
+    """Write `fig` as PNG; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=dpi, metadata={"Software": "memjudge"})
+    return path
+
+
+def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": "memjudge"})
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------
+# Figure 1a
+
+
+@_paper_style
+def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: str | None = None) -> Figure:
+    """Support rate by category with 95% intervals, one bar per judge within each category.
+
+    `rates`: columns judge, category, rate, lo, hi (fractions; lo/hi may be NaN). Categories
+    are ordered by the first judge's rate, lowest first, so the outlier leads. Gated
+    categories are shaded and labelled.
+    """
+    fig = _new_figure()
+    if rates.empty:
+        return _empty(fig, "no support rates in this run")
+    ax = fig.add_subplot()
+    _style(ax)
+    judges = list(dict.fromkeys(rates["judge"]))
+    first = rates[rates["judge"] == judges[0]].set_index("category")["rate"]
+    cats = list(first.sort_values(kind="stable").index)
+    cats += [c for c in dict.fromkeys(rates["category"]) if c not in cats]
+    width = 0.8 / len(judges)
+    x = np.arange(len(cats))
+    gated = set(gated or ())
+    for i, c in enumerate(cats):
+        if c in gated:
+            ax.axvspan(i - 0.48, i + 0.48, color=HIGHLIGHT, alpha=0.10, linewidth=0)
+    for j, judge in enumerate(judges):
+        sub = rates[rates["judge"] == judge].set_index("category").reindex(cats)
+        xs = x - 0.4 + width * (j + 0.5)
+        ax.bar(xs, _pct(sub["rate"]), width * 0.92, color=PALETTE[j % len(PALETTE)], hatch=HATCHES[j % len(HATCHES)],
+               edgecolor="white", linewidth=0.4, label=str(judge),
+               yerr=_yerr(_pct(sub["rate"]), _pct(sub["lo"]), _pct(sub["hi"])),
+               error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
+    ax.set_xticks(x, [f"{c}\n(gated)" if c in gated else str(c) for c in cats],
+                  rotation=0 if len(cats) <= 7 else 30, ha="center" if len(cats) <= 7 else "right")
+    for lab, c in zip(ax.get_xticklabels(), cats):
+        if c in gated:
+            lab.set_color(HIGHLIGHT)
+            lab.set_fontweight("bold")
+    ax.set_ylim(0, 104)
+    ax.set_ylabel("Source support (% of valid verdicts)")
+    ax.set_xlabel("Category (bars: 95% persona-cluster bootstrap intervals)")
+    ax.set_title(title or "Support by category")
+    ax.legend(title="Judge", loc="lower right", frameon=True, framealpha=0.9, ncols=1 if len(judges) < 4 else 2)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Figure 1b
+
+
+@_paper_style
+def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: float | None = None,
+                             x: str = "coverage", title: str | None = None) -> Figure:
+    """The global-threshold sweep as a curve and fitted policies as points.
+
+    `sweep`: columns threshold, faithfulness, retention, coverage (one row per candidate
+    threshold, full sample); drawn solid where retention meets `floor`, dotted below it.
+    `points`: columns label, faithfulness, coverage, retention, and optional
+    faithfulness_sd, coverage_sd, retention_sd (error bars) and kind ("heldout" or "full").
+    `x` is "coverage" (estimated coverage) or "retention" when a run has no coverage.
+    """
+    fig = _new_figure()
+    if sweep.empty and points.empty:
+        return _empty(fig, "no sweep or policy points in this run")
+    ax = fig.add_subplot()
+    _style(ax)
+    ax.grid(axis="x", color="#E5E5E5", linewidth=0.6)
+    if not sweep.empty:
+        s = sweep.sort_values(x, kind="stable")
+        xs, ys = _pct(s[x]), _pct(s["faithfulness"])
+        ax.plot(xs, ys, color=NEUTRAL, linewidth=1.0, linestyle=":", zorder=1)
+        if floor is not None and "retention" in s and s["retention"].notna().any():
+            ok = s["retention"].to_numpy(dtype=float) >= floor - 1e-12
+            ax.plot(np.where(ok, xs, np.nan), np.where(ok, ys, np.nan), color=NEUTRAL, linewidth=1.8, zorder=2,
+                    label=f"Global threshold sweep (solid: retention ≥ {100 * floor:.0f}%)")
+        else:
+            ax.lines[-1].set_linestyle("-")
+            ax.lines[-1].set_label("Global threshold sweep")
+        ax.scatter(xs, ys, s=6, color=NEUTRAL, zorder=2)
+    styles = {"write_all": ("#000000", "s"), "global": (PALETTE[0], "o"), "targeted": (HIGHLIGHT, "D"),
+              "per_category": (PALETTE[2], "^")}
+    extra = 0
+    for _, p in points.iterrows():
+        key = str(p.get("policy", p["label"]))
+        if key in styles:
+            color, marker = styles[key]
+        else:
+            color, marker = PALETTE[(3 + extra) % len(PALETTE)], MARKERS[(3 + extra) % len(MARKERS)]
+            extra += 1
+        full = str(p.get("kind", "heldout")) == "full"
+        xerr = p.get(f"{x}_sd")
+        yerr = p.get("faithfulness_sd")
+        ax.errorbar(100 * float(p[x]), 100 * float(p["faithfulness"]),
+                    xerr=None if xerr is None or pd.isna(xerr) else 100 * float(xerr),
+                    yerr=None if yerr is None or pd.isna(yerr) else 100 * float(yerr),
+                    fmt=marker, color=color, markersize=7, markerfacecolor="white" if full else color,
+                    markeredgewidth=1.4, elinewidth=0.9, capsize=2, zorder=4, label=str(p["label"]))
+    ax.set_xlabel("Estimated coverage (% of reference facts)" if x == "coverage" else "Retention (% of candidates kept)")
+    ax.set_ylabel("Faithfulness (% of retained supported)")
+    ax.set_title(title or "Faithfulness vs estimated coverage")
+    ax.legend(loc="lower left", frameon=True, framealpha=0.9)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# calibration
+
+
+@_paper_style
+def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | None = None) -> Figure:
+    """Support rate by confidence bin within each category, with counts.
+
+    `bins`: columns category, lo, hi (bin edges), n, rate and optional ci_lo, ci_hi. The
+    `emphasise` category (the gated one) is drawn thick with its intervals and per-bin
+    counts; other categories are thin. A lower panel shows the counts per bin.
+    """
+    fig = _new_figure((6.5, 4.6))
+    if bins.empty:
+        return _empty(fig, "no calibration bins in this run")
+    gs = fig.add_gridspec(2, 1, height_ratios=[3.2, 1.0])
+    ax = fig.add_subplot(gs[0])
+    axn = fig.add_subplot(gs[1], sharex=ax)
+    _style(ax)
+    _style(axn)
+    cats = list(dict.fromkeys(bins["category"]))
+    if emphasise not in cats:
+        emphasise = None
+    order = [c for c in cats if c != emphasise] + ([emphasise] if emphasise else [])
+    k = 0
+    centres_all = []
+    for c in order:
+        sub = bins[bins["category"] == c].sort_values("lo", kind="stable")
+        sub = sub[sub["n"].fillna(0) > 0]
+        if sub.empty:
+            continue
+        centres = (sub["lo"].to_numpy(dtype=float) + sub["hi"].to_numpy(dtype=float)) / 2
+        centres_all.append(centres)
+        n_total = int(sub["n"].sum())
+        rate = _pct(sub["rate"])
+        if c == emphasise:
+            color, lw, ms, z = HIGHLIGHT, 2.4, 6, 5
+            lo = _pct(sub["ci_lo"]) if "ci_lo" in sub else np.full(len(sub), np.nan)
+            hi = _pct(sub["ci_hi"]) if "ci_hi" in sub else np.full(len(sub), np.nan)
+            ax.errorbar(centres, rate, yerr=_yerr(rate, lo, hi), color=color, linewidth=lw, marker="D", markersize=ms,
+                        capsize=2.5, elinewidth=1.0, zorder=z, label=f"{c} (n={n_total:,})")
+            for cx, r, n in zip(centres, rate, sub["n"]):
+                ax.annotate(f"n={int(n)}", (cx, r), textcoords="offset points", xytext=(7, -9), ha="left",
+                            fontsize=6.5, color=color)
+        else:
+            color = PALETTE[k % len(PALETTE)] if len(cats) <= 5 else NEUTRAL
+            ax.plot(centres, rate, color=color, linewidth=0.9, marker=MARKERS[(k + 1) % len(MARKERS)],
+                    markersize=3, alpha=0.75, zorder=3, label=f"{c} (n={n_total:,})")
+            k += 1
+        widths = sub["hi"].to_numpy(dtype=float) - sub["lo"].to_numpy(dtype=float)
+        if c == emphasise:
+            axn.bar(centres, sub["n"].to_numpy(dtype=float), width=widths * 0.9, color=HIGHLIGHT, alpha=0.85,
+                    zorder=3, label=str(c))
+    rest = bins[bins["category"] != emphasise] if emphasise else bins
+    if not rest.empty:
+        # Stacked on top of the emphasised category's bars, so the column height is the bin's total.
+        other = rest.groupby(["lo", "hi"], sort=True)["n"].sum()
+        lo_e = np.array([a for a, _ in other.index], dtype=float)
+        hi_e = np.array([b for _, b in other.index], dtype=float)
+        base = np.zeros(len(other))
+        if emphasise:
+            e = bins[bins["category"] == emphasise].groupby(["lo", "hi"])["n"].sum()
+            base = np.array([float(e.get(k, 0.0)) for k in other.index])
+        axn.bar((lo_e + hi_e) / 2, other.to_numpy(dtype=float), bottom=base, width=(hi_e - lo_e) * 0.9,
+                color=NEUTRAL, alpha=0.35, zorder=2, label="other categories" if emphasise else "all categories")
+    ax.set_ylabel("Source support (%)")
+    ax.set_ylim(max(0.0, float(np.nanmin(_pct(bins["rate"]))) - 15.0) if bins["rate"].notna().any() else 0, 102)
+    ax.set_title(title or "Calibration: support by confidence bin within category")
+    ax.legend(title="Category", loc="best", frameon=True, framealpha=0.9, ncols=1 if len(cats) <= 5 else 2)
+    ax.tick_params(labelbottom=False)
+    axn.set_ylabel("Candidates")
+    axn.set_xlabel("Extractor confidence (bin centre)")
+    axn.legend(loc="upper left", frameon=False, ncols=2)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# judge noise and agreement
+
+
+@_paper_style
+def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None) -> Figure:
+    """Re-score flip rate by category with 95% intervals, one bar per judge.
+
+    `flips`: columns judge, category, flip_rate, lo, hi (fractions), items. The category
+    "all" (the judge's overall rate) is drawn first.
+    """
+    fig = _new_figure()
+    if flips.empty:
+        return _empty(fig, "no flip rates in this run")
+    ax = fig.add_subplot()
+    _style(ax)
+    judges = list(dict.fromkeys(flips["judge"]))
+    cats = list(dict.fromkeys(flips["category"]))
+    if "all" in cats:
+        cats = ["all"] + [c for c in cats if c != "all"]
+    width = 0.8 / len(judges)
+    x = np.arange(len(cats))
+    for j, judge in enumerate(judges):
+        sub = flips[flips["judge"] == judge].set_index("category").reindex(cats)
+        rate = _pct(sub["flip_rate"])
+        ax.bar(x - 0.4 + width * (j + 0.5), rate, width * 0.92, color=PALETTE[j % len(PALETTE)],
+               hatch=HATCHES[j % len(HATCHES)], edgecolor="white", linewidth=0.4, label=str(judge),
+               yerr=_yerr(rate, _pct(sub["lo"]), _pct(sub["hi"])),
+               error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
+    ax.axvline(0.5, color="#BBBBBB", linewidth=0.6) if "all" in cats and len(cats) > 1 else None
+    ax.set_xticks(x, ["all categories" if c == "all" else str(c) for c in cats],
+                  rotation=0 if len(cats) <= 7 else 30, ha="center" if len(cats) <= 7 else "right")
+    top = np.nanmax(np.concatenate([_pct(flips["hi"]), _pct(flips["flip_rate"])]))
+    ax.set_ylim(0, max(1.0, float(top) * 1.15) if np.isfinite(top) else 1.0)
+    ax.set_ylabel("Flip rate (% of replicate pairs that differ)")
+    ax.set_xlabel("Category (bars: 95% persona-cluster bootstrap intervals)")
+    ax.set_title(title or "Judge re-score noise by category")
+    ax.legend(title="Judge", loc="upper right", frameon=True, framealpha=0.9)
+    return fig
+
+
+@_paper_style
+def agreement_matrix(pairs: pd.DataFrame, judges: Sequence[str] | None = None, title: str | None = None) -> Figure:
+    """Pairwise Cohen's κ and Gwet's AC1 across judges as two annotated heat maps.
+
+    `pairs`: columns a, b, cohen_kappa, gwet_ac1, n. Cells with no value stay blank.
+    """
+    fig = _new_figure((6.5, 3.6))
+    if pairs.empty:
+        return _empty(fig, "no judge pairs in this run")
+    judges = list(judges) if judges else list(dict.fromkeys(list(pairs["a"]) + list(pairs["b"])))
+    idx = {j: i for i, j in enumerate(judges)}
+    axes = fig.subplots(1, 2)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["cividis"].with_extremes(bad="#F2F2F2")
+    im = None
+    for ax, key, name in zip(axes, ("cohen_kappa", "gwet_ac1"), ("Cohen's κ", "Gwet's AC1")):
+        m = np.full((len(judges), len(judges)), np.nan)
+        for _, p in pairs.iterrows():
+            if p["a"] in idx and p["b"] in idx and p.get(key) is not None and not pd.isna(p.get(key)):
+                m[idx[p["a"]], idx[p["b"]]] = m[idx[p["b"]], idx[p["a"]]] = float(p[key])
+        im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=0.0, vmax=1.0)
+        for i in range(len(judges)):
+            for k in range(len(judges)):
+                if i == k:
+                    ax.text(k, i, "—", ha="center", va="center", fontsize=8, color="#666666")
+                elif not np.isnan(m[i, k]):
+                    ax.text(k, i, f"{m[i, k]:.2f}", ha="center", va="center", fontsize=8,
+                            color="black" if m[i, k] > 0.55 else "white")
+        labels = [_short(j) for j in judges]
+        ax.set_xticks(range(len(judges)), labels, rotation=35, ha="right")
+        ax.set_yticks(range(len(judges)), labels if ax is axes[0] else [""] * len(judges))
+        ax.set_title(name)
+        for side in ax.spines.values():
+            side.set_visible(False)
+        ax.tick_params(length=0)
+    fig.colorbar(im, ax=list(axes), shrink=0.8, label="Coefficient (colour clipped at 0)")
+    fig.suptitle(title or "Pairwise agreement between judges", fontsize=9.5)
+    return fig
+
+
+def _short(name: str, width: int = 22) -> str:
+    name = str(name)
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------
+# paired fold differences
+
+
+@_paper_style
+def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str | None = None) -> Figure:
+    """Per-fold paired differences targeted − global, one row per metric, in points.
+
+    `diffs`: columns metric, difference (fraction; one row per held-out fold). `paired`:
+    {metric: {"mean", "lo", "hi", "nb_lo", "nb_hi"}} from the comparison's JSON, drawn as the
+    mean with its percentile interval (thick) and Nadeau–Bengio interval (thin).
+    """
+    fig = _new_figure((6.5, 3.6))
+    if diffs.empty:
+        return _empty(fig, "no per-fold results in this run")
+    ax = fig.add_subplot()
+    ax.grid(axis="x", color="#E5E5E5", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    names = {"faithfulness": "Faithfulness", "retention": "Retention", "coverage": "Est. coverage"}
+    metrics = [m for m in ("faithfulness", "retention", "coverage") if m in set(diffs["metric"])]
+    metrics += [m for m in dict.fromkeys(diffs["metric"]) if m not in metrics]
+    rng = np.random.default_rng(0)  # jitter only; fixed so the figure is reproducible
+    paired = paired or {}
+    for i, m in enumerate(metrics):
+        d = _pct(diffs.loc[diffs["metric"] == m, "difference"].dropna())
+        y = len(metrics) - 1 - i
+        ax.scatter(d, y + rng.uniform(-0.22, 0.22, len(d)), s=9, color=PALETTE[i % len(PALETTE)], alpha=0.55,
+                   linewidth=0, zorder=2, label=f"{names.get(m, m)}: per-fold (n={len(d)})")
+        p = paired.get(m) or {}
+        if p.get("mean") is not None:
+            mean = 100 * float(p["mean"])
+            if p.get("nb_lo") is not None and p.get("nb_hi") is not None:
+                ax.plot([100 * p["nb_lo"], 100 * p["nb_hi"]], [y + 0.34] * 2, color="#222222", linewidth=1.0, zorder=3)
+            if p.get("lo") is not None and p.get("hi") is not None:
+                ax.plot([100 * p["lo"], 100 * p["hi"]], [y + 0.34] * 2, color="#222222", linewidth=3.2, zorder=3,
+                        solid_capstyle="butt")
+            ax.plot([mean], [y + 0.34], marker="|", markersize=12, markeredgewidth=2.2, color=HIGHLIGHT, zorder=4)
+    ax.axvline(0, color="#444444", linewidth=0.8, linestyle="--", zorder=1)
+    ax.set_yticks(range(len(metrics)), [names.get(m, m) for m in reversed(metrics)])
+    ax.set_ylim(-0.6, len(metrics) - 0.35)
+    ax.set_xlabel("Targeted − global, per held-out fold (percentage points)")
+    ax.set_title(title or "Paired fold differences (targeted − global)")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color="#222222", linewidth=3.2, label="2.5–97.5 percentile of fold differences"),
+               Line2D([], [], color="#222222", linewidth=1.0, label="Nadeau–Bengio 95% interval"),
+               Line2D([], [], color=HIGHLIGHT, marker="|", linestyle="", markersize=10, markeredgewidth=2.2,
+                      label="mean")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    return fig
+
+
+def finite(x) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))

@@ -1,0 +1,154 @@
+"""Each figure function draws a readable PNG of paper size from tidy data, and degrades to a
+labelled placeholder when it has nothing to draw."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memjudge import figures as F
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def rates() -> pd.DataFrame:
+    rows = []
+    for j, shift in (("gemini:gemini-2.5-pro", 0.0), ("sim:lenient (simulated)", 0.02)):
+        for c, r in (("values", 0.779), ("work", 0.96), ("health", 0.955), ("preferences", 0.97)):
+            rows.append({"judge": j, "category": c, "rate": r + shift, "lo": r + shift - 0.02, "hi": r + shift + 0.02})
+    return pd.DataFrame(rows)
+
+
+def sweep() -> pd.DataFrame:
+    t = np.linspace(0.2, 0.95, 20)
+    ret = 1 - t * 0.6
+    return pd.DataFrame({"threshold": t, "faithfulness": 0.92 + 0.05 * t, "retention": ret, "coverage": 0.98 - 0.5 * t})
+
+
+def points() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"label": "Write-all", "policy": "write_all", "kind": "full", "faithfulness": 0.9224, "retention": 1.0,
+         "coverage": 0.98},
+        {"label": "Global", "policy": "global", "kind": "heldout", "faithfulness": 0.9383, "retention": 0.818,
+         "coverage": 0.83, "faithfulness_sd": 0.01, "coverage_sd": 0.02},
+        {"label": "Targeted", "policy": "targeted", "kind": "heldout", "faithfulness": 0.9603, "retention": 0.803,
+         "coverage": 0.96, "faithfulness_sd": 0.012, "coverage_sd": 0.01},
+    ])
+
+
+def bins() -> pd.DataFrame:
+    rows = []
+    for c in ("values", "work", "health"):
+        for lo in np.arange(0, 1, 0.2):
+            rate = 0.59 + 0.31 * lo if c == "values" else 0.95
+            rows.append({"category": c, "lo": lo, "hi": lo + 0.2, "n": 50 + 10 * lo, "rate": rate,
+                         "ci_lo": rate - 0.05, "ci_hi": min(1.0, rate + 0.05)})
+    return pd.DataFrame(rows)
+
+
+def flips() -> pd.DataFrame:
+    rows = []
+    for j, base in (("gemini:gemini-2.5-pro", 0.047), ("sim:noisy (simulated)", 0.09)):
+        for c in ("all", "values", "work"):
+            rows.append({"judge": j, "category": c, "flip_rate": base, "lo": base - 0.01, "hi": base + 0.01,
+                         "items": 100})
+    return pd.DataFrame(rows)
+
+
+def pairs() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"a": "A", "b": "B", "n": 100, "cohen_kappa": 0.6, "gwet_ac1": 0.85},
+        {"a": "A", "b": "C", "n": 100, "cohen_kappa": -0.1, "gwet_ac1": 0.8},
+        {"a": "B", "b": "C", "n": 100, "cohen_kappa": None, "gwet_ac1": 0.7},
+    ])
+
+
+def diffs() -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    return pd.DataFrame([{"metric": m, "difference": d} for m, mu in (("faithfulness", 0.02), ("retention", -0.01),
+                                                                       ("coverage", 0.13))
+                         for d in rng.normal(mu, 0.01, 20)])
+
+
+PAIRED = {"faithfulness": {"mean": 0.02, "lo": 0.002, "hi": 0.04, "nb_lo": -0.005, "nb_hi": 0.045},
+          "coverage": {"mean": 0.13, "lo": 0.1, "hi": 0.16, "nb_lo": None, "nb_hi": None}}
+
+CASES = {
+    "support": (lambda: F.support_by_category(rates(), gated=["values"]), (6.5, 4.0)),
+    "sweep": (lambda: F.faithfulness_vs_coverage(sweep(), points(), floor=0.8), (6.5, 4.0)),
+    "sweep_retention": (lambda: F.faithfulness_vs_coverage(sweep(), points(), floor=0.8, x="retention"), (6.5, 4.0)),
+    "calibration": (lambda: F.calibration(bins(), emphasise="values"), (6.5, 4.6)),
+    "flip": (lambda: F.flip_rate_by_category(flips()), (6.5, 4.0)),
+    "agreement": (lambda: F.agreement_matrix(pairs()), (6.5, 3.6)),
+    "folds": (lambda: F.fold_differences(diffs(), PAIRED), (6.5, 3.6)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_figure_is_a_paper_sized_png(name, tmp_path):
+    make, (w, h) = CASES[name]
+    fig = make()
+    path = F.save_png(fig, tmp_path / f"{name}.png", dpi=100)
+    data = path.read_bytes()
+    assert png_size(data) == (round(w * 100), round(h * 100))
+    assert len(data) > 5_000, "a drawn figure, not a blank canvas"
+
+
+def test_axes_carry_labels_units_and_judge_names():
+    fig = F.support_by_category(rates(), gated=["values"])
+    ax = fig.axes[0]
+    assert "%" in ax.get_ylabel()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["gemini:gemini-2.5-pro", "sim:lenient (simulated)"]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0] == "values\n(gated)", "lowest category first and marked as gated"
+
+    fig = F.faithfulness_vs_coverage(sweep(), points(), floor=0.8)
+    ax = fig.axes[0]
+    assert "coverage" in ax.get_xlabel().lower() and "%" in ax.get_xlabel()
+    assert "Faithfulness" in ax.get_ylabel()
+    # the curve is solid only where retention meets the floor
+    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and ln.get_label().startswith("Global")]
+    assert len(solid) == 1
+    y = solid[0].get_ydata()
+    kept = sweep().sort_values("coverage")["retention"].to_numpy() >= 0.8
+    assert np.all(np.isnan(np.asarray(y, dtype=float)[~kept])) and not np.any(np.isnan(np.asarray(y, dtype=float)[kept]))
+
+
+def test_values_drawn_are_the_data_in_percent():
+    fig = F.flip_rate_by_category(flips())
+    heights = sorted(round(p.get_height(), 6) for p in fig.axes[0].patches if p.get_height() > 0)
+    assert heights == sorted([4.7] * 3 + [9.0] * 3)
+    fig = F.agreement_matrix(pairs())
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {"0.60", "-0.10"} <= texts  # κ panel: the value is printed even where the colour clips
+    assert {"0.85", "0.80", "0.70"} <= {t.get_text() for t in fig.axes[1].texts}
+
+
+@pytest.mark.parametrize("fn, arg", [
+    (F.support_by_category, pd.DataFrame(columns=["judge", "category", "rate", "lo", "hi"])),
+    (F.calibration, pd.DataFrame(columns=["category", "lo", "hi", "n", "rate"])),
+    (F.flip_rate_by_category, pd.DataFrame(columns=["judge", "category", "flip_rate", "lo", "hi"])),
+    (F.agreement_matrix, pd.DataFrame(columns=["a", "b", "cohen_kappa", "gwet_ac1"])),
+    (F.fold_differences, pd.DataFrame(columns=["metric", "difference"])),
+])
+def test_empty_data_gives_a_placeholder_not_an_error(fn, arg):
+    fig = fn(arg)
+    assert any("no " in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_missing_interval_draws_without_error_bars():
+    r = rates()
+    r["lo"] = np.nan
+    r["hi"] = np.nan
+    data = F.png_bytes(F.support_by_category(r), dpi=60)
+    assert data[:8] == PNG_SIGNATURE

@@ -1,0 +1,327 @@
+"""`memjudge report`: every number in the report is the one in the run's JSON, the HTML is
+self-contained, missing parts are reported as absent, bad input is one line and exit 2, and
+the findings' wording follows the direction of each result."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from memjudge.report import report
+
+FIXTURE = Path(__file__).parent / "data" / "report_run"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DPI = 80  # small figures keep the tests fast; the CLI writes 200 dpi
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    d = tmp_path / "run"
+    shutil.copytree(FIXTURE, d)
+    return d
+
+
+def load(run: Path, name: str) -> dict:
+    return json.loads((run / name).read_text())
+
+
+def save(run: Path, name: str, obj) -> None:
+    (run / name).write_text(json.dumps(obj))
+
+
+def md_table(md: str, caption_start: str) -> list[list[str]]:
+    """Rows (cells, header excluded) of the Markdown table whose bold caption starts so."""
+    lines = md.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("**" + caption_start))
+    k = i + 1
+    while not lines[k].startswith("|"):
+        k += 1
+    rows = []
+    for ln in lines[k + 2:]:
+        if not ln.startswith("|"):
+            break
+        rows.append([c.strip().replace("\\|", "|") for c in ln.strip()[1:-1].split(" | ")])
+    return rows
+
+
+def nums(cell: str) -> list[float]:
+    return [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?", cell.replace(",", ""))]
+
+
+def p2(x: float) -> float:
+    return round(100 * x, 2)
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def test_cli_writes_markdown_html_and_every_figure(run, cli):
+    r = cli("report", str(run))
+    assert r.returncode == 0, r.stderr
+    for name in ("report.md", "report.html"):
+        assert (run / name).stat().st_size > 1000
+    pngs = sorted(run.glob("fig_*.png"))
+    assert {p.name for p in pngs} == {"fig_support_by_category.png", "fig_faithfulness_vs_coverage.png",
+                                      "fig_calibration.png", "fig_flip_rate.png", "fig_agreement.png",
+                                      "fig_fold_differences.png"}
+    for p in pngs:
+        data = p.read_bytes()
+        assert data[:8] == PNG_SIGNATURE and len(data) > 5_000
+        w, h = struct.unpack(">II", data[16:24])
+        assert w == 1300 and 700 <= h <= 950, (p.name, w, h)  # 6.5 in wide at 200 dpi
+    assert "coverage" in r.stderr  # the one absent part is named
+    md = (run / "report.md").read_text()
+    for p in pngs:
+        assert f"]({p.name})" in md
+
+
+def test_table1_equals_compare_json(run):
+    report(run, dpi=DPI)
+    md = (run / "report.md").read_text()
+    c = load(run, "compare.json")
+    rows = {r[0]: r for r in md_table(md, "Table 1.")}
+    assert list(rows) == ["Write-all", "Global threshold", "Targeted (values)", "Targeted − global (paired)"]
+    wa = rows["Write-all"]
+    assert [nums(wa[i])[0] for i in (1, 3, 4)] == [p2(c["write_all"][m]) for m in ("faithfulness", "retention", "coverage")]
+    for label, name in (("Global threshold", "global"), ("Targeted (values)", "targeted")):
+        row, pol = rows[label], c["policies"][name]
+        assert nums(row[1]) == [p2(pol["faithfulness"]["mean"]), p2(pol["faithfulness"]["sd"])]
+        assert nums(row[2]) == [p2(pol["delta_faithfulness"])]
+        assert nums(row[3]) == [p2(pol["retention"]["mean"]), p2(pol["retention"]["sd"])]
+        assert nums(row[4]) == [p2(pol["coverage"]["mean"]), p2(pol["coverage"]["sd"])]
+        assert nums(row[5]) == [p2(pol["delta_coverage"])]
+        assert " ± " in row[1] and row[2].startswith(("+", "-"))
+    paired = rows["Targeted − global (paired)"]
+    for col, m in ((1, "faithfulness"), (3, "retention"), (4, "coverage")):
+        p = c["paired"][m]
+        assert nums(paired[col]) == [p2(p["mean"]), p2(p["lo"]), p2(p["hi"])]
+    caption = next(ln for ln in md.splitlines() if ln.startswith("**Table 1."))
+    assert "gemini:gemini-2.5-pro" in caption and "seed 0" in caption and "floor 80%" in caption
+    assert f"{c['repeats']} × {c['folds']}-fold" in caption
+
+
+def test_noise_and_agreement_tables_equal_json(run):
+    report(run, dpi=DPI)
+    md = (run / "report.md").read_text()
+    noise = load(run, "noise.json")
+    rows = md_table(md, "Judge re-score noise.")
+    assert len(rows) == len(noise["judges"])
+    for row, j in zip(rows, noise["judges"]):
+        assert row[0].startswith(j["judge"])
+        assert nums(row[2]) == [j["items"]] and nums(row[4]) == [j["excluded_null"]]
+        assert nums(row[5]) == [p2(j["flip_rate"]), *map(p2, j["flip_rate_ci"])]
+    by_cat = md_table(md, "Flip rate by category")
+    values = next(r for r in by_cat if r[0] == "values")
+    for cell, j in zip(values[1:], noise["judges"]):
+        d = j["by_category"]["values"]
+        assert nums(cell) == [p2(d["flip_rate"]), *map(p2, d["flip_rate_ci"]), d["items"]]
+
+    agr = load(run, "agreement.json")
+    rows = md_table(md, "Agreement between judges")
+    for row, p in zip(rows, agr["pairs"]):
+        assert nums(row[3]) == [p2(p["percent_agreement"]), *map(p2, p["ci"]["percent_agreement"])]
+        assert nums(row[4]) == [round(p["cohen_kappa"], 3), *(round(x, 3) for x in p["ci"]["cohen_kappa"])]
+        assert nums(row[5]) == [round(p["gwet_ac1"], 3), *(round(x, 3) for x in p["ci"]["gwet_ac1"])]
+    assert f"Krippendorff's α (nominal, all judges): {agr['krippendorff_alpha']['value']:.3f}" in md
+    assert f"Fleiss' κ (items every judge labelled): {agr['fleiss_kappa']:.3f}" in md
+    gold = md_table(md, "Judges against gold labels")
+    assert nums(gold[0][2]) == [p2(agr["gold"][0]["accuracy"])]
+
+
+def test_robustness_and_calibration_tables_equal_json(run):
+    report(run, dpi=DPI)
+    md = (run / "report.md").read_text()
+    rob = load(run, "robustness.json")
+    rows = {r[0]: r for r in md_table(md, "Support by category")}
+    for k, j in enumerate(rob["judges"]):
+        for cat, d in j["support_by_category"].items():
+            assert nums(rows[cat][1 + k]) == [p2(d["support_rate"]), *map(p2, d["ci"])]
+    cal = load(run, "calibration.json")
+    rows = md_table(md, "Calibration of the values category")
+    vals = [b for b in cal["bins"] if b["category"] == "values"]
+    assert [nums(r[1])[0] for r in rows] == [b["n"] for b in vals]
+    assert [nums(r[2]) for r in rows] == [[p2(b["support_rate"]), *map(p2, b["ci"])] for b in vals]
+
+
+def test_html_is_self_contained_and_escapes_data(run):
+    noise = load(run, "noise.json")
+    noise["judges"][0]["judge"] = "openai:<script>alert(1)</script>"
+    save(run, "noise.json", noise)
+    res = report(run, dpi=DPI)
+    html = (run / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == len(res.figures) == 6
+    assert not re.search(r'src="(?!data:)', html) and "http" not in html and "<link" not in html
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    md = (run / "report.md").read_text()
+    assert "<script>" not in md
+
+
+def test_missing_parts_are_named_and_the_rest_reported(run):
+    for name in ("compare.json", "sweep.json", "calibration.json", "robustness.json", "agreement.json"):
+        (run / name).unlink()
+    res = report(run, dpi=DPI)
+    assert set(res.present) == {"configuration", "labels", "noise"}
+    assert {"compare", "robustness", "agreement", "coverage"} <= set(res.absent)
+    assert [p.name for p in res.figures] == ["fig_flip_rate.png"]
+    md = (run / "report.md").read_text()
+    assert "Absent from this run: " in md and "compare.json (memjudge compare" in md
+    assert "Table 1." not in md and "Judge re-score noise." in md
+
+
+def test_run_with_only_compare_has_table1_and_its_figures(tmp_path):
+    d = tmp_path / "only"
+    d.mkdir()
+    shutil.copy(FIXTURE / "compare.json", d)
+    res = report(d, formats="md", dpi=DPI)
+    assert res.html is None and not (d / "report.html").exists()
+    assert {p.name for p in res.figures} == {"fig_faithfulness_vs_coverage.png", "fig_fold_differences.png"}
+    assert "Table 1." in (d / "report.md").read_text()
+
+
+def test_compare_without_coverage_plots_retention(run):
+    c = load(run, "compare.json")
+    c["write_all"]["coverage"] = None
+    for pol in c["policies"].values():
+        pol["coverage"] = None
+        pol["delta_coverage"] = None
+    c["paired"].pop("coverage")
+    for f in c["folds_detail"]:
+        f["coverage"] = None
+    save(run, "compare.json", c)
+    (run / "sweep.json").unlink()
+    report(run, dpi=DPI)
+    md = (run / "report.md").read_text()
+    row = next(r for r in md_table(md, "Table 1.") if r[0] == "Global threshold")
+    assert row[4] == "n/a" and row[5] == "n/a"
+    assert "Faithfulness against retention (no coverage in this run)" in md
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda d: None, "no memjudge results found"),
+    (lambda d: d.rmdir(), "no such run directory"),
+])
+def test_empty_or_missing_run_dir_exits_2(tmp_path, cli, setup, message):
+    d = tmp_path / "empty"
+    d.mkdir()
+    setup(d)
+    r = cli("report", str(d))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_malformed_json_exits_2_naming_the_file(run, cli):
+    (run / "agreement.json").write_text('{"judges": [\n  "a",\n  oops\n]}')
+    r = cli("report", str(run))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert str(run / "agreement.json") + ":3: not valid JSON" in r.stderr
+
+
+def test_wrong_shape_exits_2_naming_the_file(run, cli):
+    save(run, "compare.json", {"judge": "x", "policies": {"global": {"faithfulness": 0.9}}})
+    r = cli("report", str(run))
+    assert r.returncode == 2 and "compare.json" in r.stderr and "faithfulness" in r.stderr
+    save(run, "compare.json", [1, 2])
+    r = cli("report", str(run))
+    assert r.returncode == 2 and "compare.json: expected a JSON object" in r.stderr
+
+
+def test_unknown_format_is_a_usage_error(run, cli):
+    r = cli("report", str(run), "--format", "pdf")
+    assert r.returncode == 2 and "pdf" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_cli_json_lists_paths_and_parts(run, cli):
+    r = cli("report", str(run), "--format", "html", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["markdown"] is None and out["html"].endswith("report.html")
+    assert out["absent"] == ["coverage"] and len(out["figures"]) == 6
+
+
+# ---------------------------------------------------------------------------------------
+# findings: templated from the JSON, worded by the direction of each result
+
+
+def findings_of(run: Path) -> str:
+    report(run, formats="md", dpi=DPI)
+    md = (run / "report.md").read_text()
+    return md.split("## Findings", 1)[1].split("\n## ", 1)[0]
+
+
+def test_findings_state_the_results_in_the_json(run):
+    text = findings_of(run)
+    c = load(run, "compare.json")
+    pf, pc = c["paired"]["faithfulness"], c["paired"]["coverage"]
+    assert f"higher on faithfulness by {100 * pf['mean']:.2f} points" in text
+    assert f"higher on estimated coverage by {100 * pc['mean']:.2f} points" in text
+    assert f"same sign in {pf['same_sign']} of {c['repeats'] * c['folds']} folds" in text
+    assert "lowest-support category is values at 77.90%" in text
+    assert "That is the gated category (values)" in text
+    assert "flips 4.71% of its verdicts" in text
+    assert "holds on faithfulness under 2 of 3 judges (not under sim:strict (simulated))" in text
+    assert "on estimated coverage under every judge (3 of 3)" in text
+
+
+def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
+    c = load(run, "compare.json")
+    for m, p in c["paired"].items():
+        p["mean"], p["lo"], p["hi"] = -p["mean"], -p["hi"], -p["lo"]
+    c["paired"]["retention"].update(mean=0.0, lo=-0.01, hi=0.01)
+    save(run, "compare.json", c)
+    rob = load(run, "robustness.json")
+    rob["summary"] = {"judges": 3, "faithfulness_holds": 0, "coverage_holds": 3}
+    for j in rob["judges"]:
+        j["lowest_category"] = "health"
+        j["support_by_category"]["health"]["support_rate"] = 0.5
+        j["support_by_category"]["health"]["ci"] = [0.45, 0.55]
+    save(run, "robustness.json", rob)
+    noise = load(run, "noise.json")
+    noise["judges"][0]["flip_rate"] = 0.0
+    save(run, "noise.json", noise)
+    text = findings_of(run)
+    assert f"lower on faithfulness by {100 * abs(c['paired']['faithfulness']['mean']):.2f} points" in text
+    assert f"lower on estimated coverage by {100 * abs(c['paired']['coverage']['mean']):.2f} points" in text
+    assert "equal on retention" in text and "which includes zero" in text
+    assert "higher on" not in text
+    assert "lowest-support category is health at 50.00% (95% CI 45.00–55.00); the next lowest is values" in text
+    assert "The gated category (values) is not the lowest under this judge" in text
+    assert "holds on faithfulness under none of the 3 judges" in text
+    assert "does not flip any of its verdicts" in text
+
+
+def test_findings_without_analysis_say_so(tmp_path):
+    d = tmp_path / "labels_only"
+    d.mkdir()
+    shutil.copy(FIXTURE / "labels.jsonl", d)
+    text = findings_of(d)
+    assert "no findings to state" in text
+
+
+def test_simulated_judges_and_simulated_truth_are_marked(run):
+    (run / "truth.jsonl").write_text('{"assertion_id": "p0-a0", "kind": "supported"}\n')
+    agr = load(run, "agreement.json")
+    agr["gold"][0]["judge"] = "gold"
+    agr["pairs"][0]["a"] = "gold"
+    save(run, "agreement.json", agr)
+    report(run, dpi=DPI)
+    md = (run / "report.md").read_text()
+    assert "> **Note.** Simulated results: labels from sim:strict, gold are simulated" in md
+    assert "| sim:strict (simulated) |" in md and "| gold (simulated truth) |" in md
+    html = (run / "report.html").read_text()
+    assert "sim:strict (simulated)" in html and "gold (simulated truth)" in html
+
+
+def test_coefficient_may_be_a_number_or_value_with_ci(run):
+    agr = load(run, "agreement.json")
+    agr["krippendorff_alpha"] = 0.4567
+    agr["fleiss_kappa"] = {"value": 0.321, "ci": [0.3, 0.35]}
+    save(run, "agreement.json", agr)
+    md = (report(run, formats="md", dpi=DPI).markdown).read_text()
+    assert "Krippendorff's α (nominal, all judges): 0.457;" in md
+    assert "Fleiss' κ (items every judge labelled): 0.321 [0.300, 0.350]" in md
+    assert "Krippendorff's α is 0.457." in md
