@@ -121,13 +121,18 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
     try:
-        df = pd.read_parquet(path)
+        table = pq.read_table(path)
     except Exception as e:  # pyarrow raises many types for a bad file
-        raise InputError(path, f"not a readable Parquet file ({type(e).__name__}: {e})") from None
-    if df.empty:
+        raise InputError(path, f"not a readable Parquet file ({type(e).__name__}: {' '.join(str(e).split())})") from None
+    if table.num_rows == 0:
         raise InputError(path, "file is empty")
-    df = df.astype(object).where(pd.notna(df), None)
+    # Through Python objects, not pandas: pandas turns null into NaN, and a NaN confidence
+    # must stay an error while a null one means "missing".
+    cols = table.column_names
+    df = pd.DataFrame({c: pd.Series(table.column(c).to_pylist(), dtype=object) for c in cols}, columns=cols)
     df[LINE] = np.arange(1, len(df) + 1)
     return df.reset_index(drop=True)
 

@@ -1,0 +1,304 @@
+"""Readers' bad-input matrix (issue 2, item 2), seen through `memjudge score --dry-run`:
+every problem is exactly one stderr line `PATH:LINE: what is wrong` (or `PATH: ...` when no
+line applies), exit status 2 and no traceback; the accepted oddities (BOM, CRLF, blank
+trailing lines, extra columns) load, and extra columns reach labels.jsonl."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from memjudge import cli as memjudge_cli
+
+SOURCES = '{"persona_id": "p1", "source": "I live in Zurich and I value honesty."}\n{"persona_id": "p2", "source": "I am a nurse."}\n'
+GOOD = [
+    {"persona_id": "p1", "assertion_id": "a1", "category": "location", "confidence": 0.9, "text": "Lives in Zurich"},
+    {"persona_id": "p1", "assertion_id": "a2", "category": "values", "confidence": 0.4, "text": "Values honesty"},
+    {"persona_id": "p2", "assertion_id": "a3", "category": "job", "confidence": 0.7, "text": "Is a nurse"},
+]
+# No request is made in a dry run; the base URL only spares the judge an API key.
+JUDGE = ["--judge", "openai:gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1"]
+
+
+def run_inproc(capsys, *args):
+    """The CLI entry point in this process (fast enough for a large matrix)."""
+    code = memjudge_cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_one_line_error(code, err, path: Path, line: int | None, *fragments: str):
+    assert code == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    prefix = f"{path}:{line}: " if line is not None else f"{path}: "
+    assert lines[0].startswith(prefix), (lines[0], prefix)
+    for frag in fragments:
+        assert frag.lower() in lines[0].lower(), (frag, lines[0])
+
+
+@pytest.fixture
+def sources(tmp_path) -> Path:
+    p = tmp_path / "sources.jsonl"
+    p.write_text(SOURCES, encoding="utf-8")
+    return p
+
+
+def jsonl(rows) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+
+
+# ---------------------------------------------------------------------------------------
+# JSONL candidates: (content, expected line or None, fragment of the message)
+
+JSONL_CASES = {
+    "empty file": ("", None, "empty"),
+    "only blank lines": ("\n  \n\n", None, "empty"),
+    "not json": (jsonl([GOOD[0], "{not json"]), 2, "not valid JSON"),
+    "json array line": (jsonl([GOOD[0], "[1, 2]"]), 2, "expected a JSON object"),
+    "json string line": (jsonl([GOOD[0], '"text"']), 2, "expected a JSON object"),
+    "missing text key": (jsonl([GOOD[0], {k: v for k, v in GOOD[1].items() if k != "text"}]), 2, "missing 'text'"),
+    "missing column everywhere": (jsonl([{k: v for k, v in r.items() if k != "category"} for r in GOOD]), None, "missing required column"),
+    "null assertion id": (jsonl([GOOD[0], {**GOOD[1], "assertion_id": None}]), 2, "assertion_id"),
+    "empty persona id": (jsonl([{**GOOD[0], "persona_id": ""}]), 1, "persona_id"),
+    "empty text": (jsonl([GOOD[0], {**GOOD[1], "text": ""}]), 2, "empty 'text'"),
+    "whitespace text": (jsonl([GOOD[0], GOOD[1], {**GOOD[2], "text": " \t "}]), 3, "empty 'text'"),
+    "numeric text": (jsonl([{**GOOD[0], "text": 42}]), 1, "must be a string"),
+    "object text": (jsonl([GOOD[0], {**GOOD[1], "text": {"a": 1}}]), 2, "must be a string"),
+    "float assertion id": (jsonl([{**GOOD[0], "assertion_id": 1.5}]), 1, "must be a string"),
+    "confidence above 1": (jsonl([GOOD[0], {**GOOD[1], "confidence": 1.5}]), 2, "[0, 1]"),
+    "confidence below 0": (jsonl([{**GOOD[0], "confidence": -0.1}]), 1, "[0, 1]"),
+    "confidence NaN": (jsonl([GOOD[0], json.dumps(GOOD[1]).replace("0.4", "NaN")]), 2, "finite"),
+    "confidence Infinity": (jsonl([json.dumps(GOOD[0]).replace("0.9", "Infinity")]), 1, "finite"),
+    "confidence bool": (jsonl([GOOD[0], {**GOOD[1], "confidence": True}]), 2, "must be a number"),
+    "confidence text": (jsonl([GOOD[0], GOOD[1], {**GOOD[2], "confidence": "high"}]), 3, "must be a number"),
+    "duplicate assertion id": (jsonl([GOOD[0], GOOD[1], {**GOOD[2], "assertion_id": "a1"}]), 3, "duplicate assertion_id"),
+    "persona without source": (jsonl([GOOD[0], {**GOOD[1], "persona_id": "p9"}]), 2, "has no source"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(JSONL_CASES))
+def test_jsonl_candidates_bad_input(case, tmp_path, sources, capsys):
+    content, line, fragment = JSONL_CASES[case]
+    path = tmp_path / "candidates.jsonl"
+    path.write_text(content, encoding="utf-8")
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, line, fragment)
+
+
+def test_undecodable_bytes_name_the_line(tmp_path, sources, capsys):
+    for ext, head in ((".jsonl", jsonl(GOOD[:2]).encode()), (".csv", b"persona_id,assertion_id,category,text\np1,a1,c,ok\n")):
+        path = tmp_path / f"candidates{ext}"
+        path.write_bytes(head + b'{"persona_id": "p1", "text": "caf\xe9"}\n')
+        code, out, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+        assert_one_line_error(code, err, path, 3, "UTF-8")
+
+
+# ---------------------------------------------------------------------------------------
+# CSV
+
+CSV_HEADER = "persona_id,assertion_id,category,confidence,text\n"
+CSV_CASES = {
+    "header only": (CSV_HEADER, None, "no rows"),
+    "too many fields": (CSV_HEADER + "p1,a1,loc,0.5,Lives in Zurich\np1,a2,val,0.4,Values honesty,extra\n", 3, "expected 5 fields, found 6"),
+    "too few fields": (CSV_HEADER + "p1,a1,loc,0.5\n", 2, "expected 5 fields, found 4"),
+    "confidence nan": (CSV_HEADER + "p1,a1,loc,nan,Lives in Zurich\n", 2, "finite"),
+    "confidence inf": (CSV_HEADER + "p1,a1,loc,0.2,x\np1,a2,loc,inf,y\n", 3, "finite"),
+    "confidence out of range": (CSV_HEADER + "p1,a1,loc,2,Lives in Zurich\n", 2, "[0, 1]"),
+    "confidence not numeric": (CSV_HEADER + "p1,a1,loc,true,Lives in Zurich\n", 2, "must be a number"),
+    "empty text field": (CSV_HEADER + "p1,a1,loc,0.5,\n", 2, "missing 'text'"),
+    "whitespace text": (CSV_HEADER + 'p1,a1,loc,0.5,"   "\n', 2, "empty 'text'"),
+    "duplicate id": (CSV_HEADER + "p1,a1,loc,0.5,x\np1,a1,loc,0.5,y\n", 3, "duplicate assertion_id"),
+    "missing column": ("persona_id,assertion_id,confidence,text\np1,a1,0.5,x\n", None, "missing required column"),
+    "duplicate header": ("persona_id,assertion_id,category,text,text\np1,a1,c,x,y\n", 1, "duplicate column"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CSV_CASES))
+def test_csv_candidates_bad_input(case, tmp_path, sources, capsys):
+    content, line, fragment = CSV_CASES[case]
+    path = tmp_path / "candidates.csv"
+    path.write_text(content, encoding="utf-8")
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, line, fragment)
+
+
+# ---------------------------------------------------------------------------------------
+# Parquet (a "line" is the 1-based row)
+
+
+def write_parquet(path: Path, columns: dict) -> Path:
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def parquet_columns(**overrides):
+    cols = {k: [r[k] for r in GOOD] for k in GOOD[0]}
+    cols.update(overrides)
+    return cols
+
+
+PARQUET_CASES = {
+    "confidence NaN": (dict(confidence=pa.array([0.9, float("nan"), 0.7])), 2, "finite"),
+    "confidence inf": (dict(confidence=pa.array([0.9, 0.2, float("inf")])), 3, "finite"),
+    "confidence out of range": (dict(confidence=[0.9, 1.2, 0.7]), 2, "[0, 1]"),
+    "confidence bool": (dict(confidence=[True, False, True]), 1, "must be a number"),
+    "null text": (dict(text=pa.array(["a", None, "c"], pa.string())), 2, "missing 'text'"),
+    "numeric text": (dict(text=[1, 2, 3]), 1, "must be a string"),
+    "empty text": (dict(text=["a", "b", ""]), 3, "empty 'text'"),
+    "duplicate id": (dict(assertion_id=["a1", "a2", "a1"]), 3, "duplicate assertion_id"),
+    "persona without source": (dict(persona_id=["p1", "p1", "p7"]), 3, "has no source"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARQUET_CASES))
+def test_parquet_candidates_bad_input(case, tmp_path, sources, capsys):
+    overrides, line, fragment = PARQUET_CASES[case]
+    path = write_parquet(tmp_path / "candidates.parquet", parquet_columns(**overrides))
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, line, fragment)
+
+
+def test_parquet_missing_column_empty_and_corrupt(tmp_path, sources, capsys):
+    cols = parquet_columns()
+    del cols["text"]
+    path = write_parquet(tmp_path / "nocol.parquet", cols)
+    code, _, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, None, "missing required column")
+
+    path = write_parquet(tmp_path / "empty.parquet", {k: pa.array([], pa.string()) for k in ("persona_id", "assertion_id", "category", "text")})
+    code, _, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, None, "empty")
+
+    path = tmp_path / "corrupt.parquet"
+    path.write_bytes(b"PAR1 this is not really parquet\n\nat all PAR1")
+    code, _, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, None, "not a readable Parquet file")
+
+
+# ---------------------------------------------------------------------------------------
+# files, sources, facts
+
+
+def test_missing_file_directory_and_unknown_extension(tmp_path, sources, capsys):
+    good = tmp_path / "c.jsonl"
+    good.write_text(jsonl(GOOD))
+    cases = [
+        (tmp_path / "nope.jsonl", "no such file"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "cands.txt", "unknown extension"),
+        (tmp_path / "cands", "unknown extension"),
+    ]
+    (tmp_path / "cands.txt").write_text(jsonl(GOOD))
+    (tmp_path / "cands").write_text(jsonl(GOOD))
+    for path, fragment in cases:
+        code, _, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+        assert_one_line_error(code, err, path, None, fragment)
+    # the same checks hold for the sources and facts files
+    code, _, err = run_inproc(capsys, "score", good, "--sources", tmp_path / "missing.csv", *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, tmp_path / "missing.csv", None, "no such file")
+    code, _, err = run_inproc(capsys, "score", good, "--sources", sources, *JUDGE, "--rubric", "coverage", "--facts", tmp_path, "--dry-run")
+    assert_one_line_error(code, err, tmp_path, None, "is a directory")
+
+
+def test_bad_sources(tmp_path, capsys):
+    cands = tmp_path / "c.jsonl"
+    cands.write_text(jsonl(GOOD))
+    cases = {
+        "conflicting duplicate": (SOURCES + '{"persona_id": "p1", "source": "something else"}\n', 3, "conflicting duplicate source"),
+        "empty source": (SOURCES + '{"persona_id": "p3", "source": "  "}\n', 3, "empty 'source'"),
+        "missing source column": ('{"persona_id": "p1", "text": "x"}\n', None, "missing required column"),
+        "non-string source": ('{"persona_id": "p1", "source": ["a"]}\n', 1, "must be a string"),
+    }
+    for name, (content, line, fragment) in cases.items():
+        path = tmp_path / "s.jsonl"
+        path.write_text(content)
+        code, _, err = run_inproc(capsys, "score", cands, "--sources", path, *JUDGE, "--dry-run")
+        assert_one_line_error(code, err, path, line, fragment)
+    # an identical repeat is accepted
+    path = tmp_path / "s.jsonl"
+    path.write_text(SOURCES + SOURCES)
+    code, out, err = run_inproc(capsys, "score", cands, "--sources", path, *JUDGE, "--dry-run")
+    assert code == 0, err
+
+
+def test_bad_facts(tmp_path, sources, capsys):
+    cands = tmp_path / "c.jsonl"
+    cands.write_text(jsonl(GOOD))
+    cases = {
+        "duplicate fact": ('{"persona_id": "p1", "fact_id": "f1", "text": "a"}\n{"persona_id": "p1", "fact_id": "f1", "text": "b"}\n', 2, "duplicate fact"),
+        "empty text": ('{"persona_id": "p1", "fact_id": "f1", "text": ""}\n', 1, "empty 'text'"),
+        "missing fact_id": ('{"persona_id": "p1", "text": "a"}\n', None, "missing required column"),
+    }
+    for name, (content, line, fragment) in cases.items():
+        path = tmp_path / "f.jsonl"
+        path.write_text(content)
+        code, _, err = run_inproc(capsys, "score", cands, "--sources", sources, *JUDGE, "--rubric", "coverage", "--facts", path, "--dry-run")
+        assert_one_line_error(code, err, path, line, fragment)
+
+
+def test_bad_input_through_a_real_process(cli, tmp_path):
+    """The same one-line contract when memjudge runs as its own process."""
+    path = tmp_path / "c.jsonl"
+    path.write_text(jsonl([GOOD[0], {**GOOD[1], "confidence": float("nan")}]).replace("NaN", "NaN"))
+    src = tmp_path / "s.jsonl"
+    src.write_text(SOURCES)
+    r = cli("score", path, "--sources", src, *JUDGE, "--dry-run")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [f"{path}:2: 'confidence' must be finite, found nan"]
+    assert r.stdout == ""
+
+
+# ---------------------------------------------------------------------------------------
+# accepted oddities
+
+
+def oddities(tmp_path: Path, fmt: str) -> Path:
+    """BOM, CRLF, blank trailing lines, and extra columns (a string and a number)."""
+    rows = [{**r, "source_span": f"span-{i}", "extractor_run": i} for i, r in enumerate(GOOD)]
+    if fmt == "jsonl":
+        path = tmp_path / "odd.jsonl"
+        text = "\r\n".join(json.dumps(r) for r in rows) + "\r\n\r\n  \r\n"
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    elif fmt == "csv":
+        path = tmp_path / "odd.csv"
+        cols = list(rows[0])
+        lines = [",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in rows]
+        path.write_bytes(b"\xef\xbb\xbf" + ("\r\n".join(lines) + "\r\n\r\n\r\n").encode())
+    else:
+        path = tmp_path / "odd.parquet"
+        pd.DataFrame(rows).to_parquet(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_accepted_oddities_load(fmt, tmp_path, sources, capsys):
+    path = oddities(tmp_path, fmt)
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["calls"] == 3 and summary["dry_run"] is True and summary["requested"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_extra_columns_reach_labels(fmt, tmp_path, sources, cli, fake_server):
+    path = oddities(tmp_path, fmt)
+    out = tmp_path / "run"
+    r = cli("score", path, "--sources", sources, "--judge", "openai:gpt-4o-mini", "--base-url", fake_server.openai_base_url,
+            "--out", out, "--no-progress", "--cache-dir", tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+    labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    assert [x["assertion_id"] for x in labels] == ["a1", "a2", "a3"]
+    # CSV has no types: its extra columns arrive as strings, as written
+    assert [x["source_span"] for x in labels] == ["span-0", "span-1", "span-2"]
+    expected_runs = ["0", "1", "2"] if fmt == "csv" else [0, 1, 2]
+    assert [x["extractor_run"] for x in labels] == expected_runs
+    assert all(x["verdict"] in ("supported", "unsupported") for x in labels)
+    assert re.fullmatch(r"support@[0-9a-f]{12}", labels[0]["rubric"])
