@@ -43,23 +43,33 @@ def _ratio(num, den):
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
-def flip_rates(persona: np.ndarray, flip: np.ndarray, any_flip: np.ndarray, n_personas: int,
-               weights: np.ndarray | None) -> dict:
-    """Flip and any-flip rates with bootstrap replicates, over items whose `flip` is defined.
+def flip_rates(persona: np.ndarray, group: np.ndarray, flip: np.ndarray, any_flip: np.ndarray,
+               n_personas: int, n_groups: int, weights: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Flip and any-flip rates of `n_groups` groups of items (e.g. judges), with intervals.
 
-    persona: per-item persona index; weights: (B, n_personas) resampling counts or None.
+    Per item: persona index, group index, flip probability (NaN: not measurable, skipped) and
+    any-flip flag. All groups are resampled by one product `weights @ per-persona totals`;
+    weights is (B, n_personas) or None (no interval). Returns arrays over groups: items,
+    flip_rate, any_flip_rate, flip_rate_ci and any_flip_rate_ci ((n_groups, 2)).
     """
     ok = ~np.isnan(flip)
-    totals = cluster_sums(persona[ok], np.column_stack([np.ones(ok.sum()), flip[ok], any_flip[ok]]), n_personas)
+    cell = persona[ok] * n_groups + group[ok]
+    size = n_personas * n_groups
+
+    def per_persona(w):
+        return np.bincount(cell, weights=w, minlength=size).reshape(n_personas, n_groups)
+
+    totals = np.hstack([per_persona(None).astype(float), per_persona(flip[ok]), per_persona(any_flip[ok])])
     point = totals.sum(axis=0)
-    out = {"items": int(point[0]), "flip_rate": float(_ratio(point[1], point[0])),
-           "any_flip_rate": float(_ratio(point[2], point[0]))}
+    items, flips, anys = point[:n_groups], point[n_groups:2 * n_groups], point[2 * n_groups:]
+    out = {"items": items.astype(np.int64), "flip_rate": _ratio(flips, items), "any_flip_rate": _ratio(anys, items)}
     if weights is not None:
         reps = weights @ totals
-        ci = interval_pairs(np.column_stack([_ratio(reps[:, 1], reps[:, 0]), _ratio(reps[:, 2], reps[:, 0])]))
-        out["flip_rate_ci"], out["any_flip_rate_ci"] = ci[0], ci[1]
+        n_b = reps[:, :n_groups]
+        ci = interval_pairs(np.hstack([_ratio(reps[:, n_groups:2 * n_groups], n_b), _ratio(reps[:, 2 * n_groups:], n_b)]))
+        out["flip_rate_ci"], out["any_flip_rate_ci"] = ci[:n_groups], ci[n_groups:]
     else:
-        out["flip_rate_ci"] = out["any_flip_rate_ci"] = np.array([np.nan, np.nan])
+        out["flip_rate_ci"] = out["any_flip_rate_ci"] = np.full((n_groups, 2), np.nan)
     return out
 
 
@@ -152,37 +162,34 @@ def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResul
     counts = np.bincount(key_code * q + label_code, minlength=len(per_item) * q).reshape(len(per_item), q)
     flip, anyf, _ = item_flip(counts)
     first = df.drop_duplicates("assertion_id").set_index("assertion_id")
-    per_item["persona"] = np.searchsorted(personas, first.loc[per_item["assertion_id"], "persona_id"].astype(str).to_numpy())
-    per_item["category"] = first.loc[per_item["assertion_id"], "category"].to_numpy()
-    per_item["flip"], per_item["any"] = flip, anyf
+    persona = np.searchsorted(personas, first.loc[per_item["assertion_id"], "persona_id"].astype(str).to_numpy()).astype(np.int64)
+    category = first.loc[per_item["assertion_id"], "category"].astype(str).to_numpy()
 
-    rows, cat_rows = [], []
-    groups = df.groupby(["judge", "rubric"], sort=True)
-    items_by_group = dict(tuple(per_item.groupby(["judge", "rubric"], sort=False)))
-    for (judge, rubric), g in groups:
-        it = items_by_group.get((judge, rubric), per_item.iloc[:0])
-        pers = it["persona"].to_numpy(dtype=np.int64)
-        flip, anyf = it["flip"].to_numpy(dtype=float), it["any"].to_numpy(dtype=float)
-        r = flip_rates(pers, flip, anyf, n_p, weights)
-        rows.append({
-            "judge": judge, "rubric": rubric, "items": r["items"],
-            "replicates": int(g["replicate"].nunique()),
-            "excluded_null": int(g["verdict"].isna().sum()),
-            "flip_rate": r["flip_rate"], "flip_rate_lo": r["flip_rate_ci"][0], "flip_rate_hi": r["flip_rate_ci"][1],
-            "any_flip_rate": r["any_flip_rate"], "any_flip_rate_lo": r["any_flip_rate_ci"][0],
-            "any_flip_rate_hi": r["any_flip_rate_ci"][1],
-        })
-        cats = it["category"].to_numpy()
-        for cat in sorted(set(cats[~np.isnan(flip)]), key=str):
-            m = cats == cat
-            rc = flip_rates(pers[m], flip[m], anyf[m], n_p, weights)
-            cat_rows.append({"judge": judge, "rubric": rubric, "category": cat, "items": rc["items"],
-                             "flip_rate": rc["flip_rate"], "flip_rate_lo": rc["flip_rate_ci"][0],
-                             "flip_rate_hi": rc["flip_rate_ci"][1]})
-    judges = pd.DataFrame(rows, columns=[
-        "judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "flip_rate_lo", "flip_rate_hi",
-        "any_flip_rate", "any_flip_rate_lo", "any_flip_rate_hi"])
-    by_cat = pd.DataFrame(cat_rows, columns=["judge", "rubric", "category", "items", "flip_rate", "flip_rate_lo", "flip_rate_hi"])
+    per_judge = df.assign(null=df["verdict"].isna()).groupby(["judge", "rubric"], sort=True).agg(
+        replicates=("replicate", "nunique"), excluded_null=("null", "sum"))
+    n_g = len(per_judge)
+    group = per_judge.index.get_indexer(pd.MultiIndex.from_frame(per_item[["judge", "rubric"]])).astype(np.int64)
+    r = flip_rates(persona, group, flip, anyf, n_p, n_g, weights)
+    judges = per_judge.reset_index()
+    judges["items"] = r["items"]
+    judges["flip_rate"], judges["any_flip_rate"] = r["flip_rate"], r["any_flip_rate"]
+    judges["flip_rate_lo"], judges["flip_rate_hi"] = r["flip_rate_ci"][:, 0], r["flip_rate_ci"][:, 1]
+    judges["any_flip_rate_lo"], judges["any_flip_rate_hi"] = r["any_flip_rate_ci"][:, 0], r["any_flip_rate_ci"][:, 1]
+    judges = judges[["judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "flip_rate_lo",
+                     "flip_rate_hi", "any_flip_rate", "any_flip_rate_lo", "any_flip_rate_hi"]]
+
+    # Categories: the same computation with one group per (judge, rubric, category).
+    cat_names = np.array(sorted(set(category)), dtype=object)
+    n_c = max(len(cat_names), 1)
+    cat_code = np.searchsorted(cat_names, category).astype(np.int64) if len(cat_names) else np.zeros(0, np.int64)
+    rc = flip_rates(persona, group * n_c + cat_code, flip, anyf, n_p, n_g * n_c, weights)
+    keep = np.flatnonzero(rc["items"] > 0)
+    by_cat = pd.DataFrame({
+        "judge": judges["judge"].to_numpy()[keep // n_c], "rubric": judges["rubric"].to_numpy()[keep // n_c],
+        "category": cat_names[keep % n_c] if len(cat_names) else np.array([], dtype=object),
+        "items": rc["items"][keep], "flip_rate": rc["flip_rate"][keep],
+        "flip_rate_lo": rc["flip_rate_ci"][keep, 0], "flip_rate_hi": rc["flip_rate_ci"][keep, 1],
+    })
     notes = []
     if len(judges) and (judges["items"] == 0).all():
         notes.append("no item has two valid replicates: score with --replicates 2 or more to measure noise")
