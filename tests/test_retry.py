@@ -80,6 +80,13 @@ def test_transient_errors_are_retried_until_success():
     assert [e.wait_s for e in events] == sleeps
 
 
+def test_a_lambda_returning_a_coroutine_is_awaited_on_every_attempt():
+    # The engine calls exactly `call_with_retry(judge, lambda: judge.generate(call))`.
+    attempt = Script(Transient(delay=0.0))
+    result, sleeps, _ = run(judge(), lambda: attempt())
+    assert result == "ok" and attempt.calls == 2 and sleeps == [0.0]
+
+
 def test_non_retryable_error_raises_at_once():
     err = Permanent("bad request")
     attempt = Script(err)

@@ -134,7 +134,13 @@ async def call_with_retry(
         sleep=sleep,
         reraise=True,
     )
-    return await retrying(attempt)
+
+    # tenacity awaits only coroutine *functions*; `lambda: judge.generate(call)` is a plain
+    # function returning a coroutine, which it would hand back unawaited.
+    async def once() -> T:
+        return await attempt()
+
+    return await retrying(once)
 
 
 __all__ = ["RetryEvent", "RetryObserver", "backoff_s", "call_with_retry", "delay_from_headers", "parse_duration"]

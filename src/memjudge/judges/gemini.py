@@ -170,9 +170,9 @@ class GeminiJudge(Judge):
         return delay_from_headers(getattr(response, "headers", None))
 
     async def aclose(self) -> None:
-        client, self._client, self._loop = self._client, None, None
-        if client is not None:
-            try:
-                await client.aio.aclose()
-            finally:
-                client.close()
+        client, loop = self._client, self._loop
+        self._client = self._loop = None
+        # A client from an event loop that is gone cannot be closed cleanly; its sockets
+        # went with that loop.
+        if client is not None and loop is asyncio.get_running_loop():
+            await client.aio.aclose()
