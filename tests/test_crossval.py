@@ -1,0 +1,339 @@
+"""The comparison protocol (spec §8): against a literal loop implementation, the numpy fold
+recipe, a hand-computed Nadeau–Bengio interval, real SynthPAI data, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from memjudge.crossval import (
+    compare, fold_assignment, nadeau_bengio, paired_summary, prepare,
+)
+from memjudge.errors import UsageError
+
+S, U = "supported", "unsupported"
+KEYS = ["judge", "floor", "gate", "repeats", "folds", "seed", "write_all", "policies", "paired", "folds_detail"]
+
+
+def synthetic(n_personas=30, seed=0, judges=("sim:a",), conf_levels=None):
+    rng = np.random.default_rng(seed)
+    cats = ["values", "identity", "work", "hobbies"]
+    cand, lab, cov = [], [], []
+    k = 0
+    for p in range(n_personas):
+        ids = []
+        for _ in range(rng.integers(3, 15)):
+            c = str(rng.choice(cats, p=[0.3, 0.3, 0.2, 0.2]))
+            conf = float(rng.choice(conf_levels)) if conf_levels else round(float(rng.beta(5, 2)), 2)
+            ps = (0.55 + 0.4 * conf) if c == "values" else 0.95
+            aid = f"a{k:04d}"
+            k += 1
+            cand.append({"persona_id": f"u{p}", "assertion_id": aid, "category": c, "confidence": conf, "text": "t"})
+            for j in judges:
+                v = S if rng.random() < ps else str(rng.choice([U, "partial"]))
+                if rng.random() < 0.05:
+                    v = None
+                lab.append({"assertion_id": aid, "persona_id": f"u{p}", "category": c, "judge": j,
+                            "rubric": "support", "replicate": 0, "verdict": v})
+            ids.append(aid)
+        for f in range(4):
+            cb = None if rng.random() < 0.05 else [str(x) for x in rng.choice(ids, size=rng.integers(0, 3), replace=False)]
+            cov.append({"persona_id": f"u{p}", "fact_id": f"f{f}", "covered_by": cb})
+    return pd.DataFrame(cand), pd.DataFrame(lab), pd.DataFrame(cov)
+
+
+# ---------------------------------------------------------------------------------------
+# a literal, loop-by-loop implementation of spec §8 (the reference)
+
+
+def reference(cand, lab, cov, gate, floor, R, K, seed):
+    df = cand.merge(lab[["assertion_id", "verdict"]], on="assertion_id", how="left")
+    df["valid"] = df["verdict"].notna()
+    df["sup"] = df["verdict"] == S
+    personas = sorted(df["persona_id"].unique())
+    judged = cov[cov["covered_by"].notna()]
+
+    def metrics(d, keep, facts):
+        kept = d[keep]
+        v = kept["valid"].sum()
+        faith = kept["sup"].sum() / v if v else np.nan
+        kept_ids = set(kept["assertion_id"])
+        c = np.mean([any(a in kept_ids for a in cb) for cb in facts["covered_by"]]) if len(facts) else np.nan
+        return faith, keep.sum() / len(d), c
+
+    def fit(d, gated):
+        best_t, best_f = -np.inf, -np.inf
+        for t in [-np.inf] + sorted(set(d.loc[gated, "confidence"])):
+            keep = ~gated | (d["confidence"] >= t)
+            kept = d[keep]
+            v = kept["valid"].sum()
+            if keep.sum() / len(d) >= floor and v and kept["sup"].sum() / v > best_f:
+                best_t, best_f = t, kept["sup"].sum() / v
+        return best_t
+
+    rows = []
+    for r in range(R):
+        perm = np.random.default_rng(seed + r).permutation(len(personas))
+        for k, fold in enumerate(np.array_split(perm, K)):
+            held = {personas[i] for i in fold}
+            te, tr = df[df["persona_id"].isin(held)], df[~df["persona_id"].isin(held)]
+            facts = judged[judged["persona_id"].isin(held)]
+            tg = fit(tr, pd.Series(True, index=tr.index))
+            tt = fit(tr, tr["category"].isin(gate))
+            rows.append((r, k, "global", tg, *metrics(te, te["confidence"] >= tg, facts)))
+            rows.append((r, k, "targeted", tt, *metrics(te, ~te["category"].isin(gate) | (te["confidence"] >= tt), facts)))
+    return rows
+
+
+def test_protocol_matches_literal_loop_implementation():
+    cand, lab, cov = synthetic(n_personas=25, seed=1)
+    res = compare(cand, lab, cov, gate="values", floor=0.8, repeats=3, folds=5, seed=7)
+    d = res.folds_detail
+    ref = reference(cand, lab, cov, ["values"], 0.8, 3, 5, 7)
+    got = d[d["policy"].isin(["global", "targeted"])]
+    assert len(got) == len(ref)
+    for (r, k, pol, t, f, re, c), row in zip(ref, got.itertuples(index=False)):
+        assert (row.repeat, row.fold, row.policy) == (r, k, pol)
+        assert (row.threshold if row.threshold is not None else -np.inf) == t
+        assert row.faithfulness == pytest.approx(f, abs=1e-15, nan_ok=True)
+        assert row.retention == pytest.approx(re, abs=1e-15)
+        assert row.coverage == pytest.approx(c, abs=1e-15, nan_ok=True)
+
+
+def test_fold_assignment_is_the_literal_numpy_recipe():
+    got = fold_assignment(17, 3, 4, 5)
+    assert len(got) == 12
+    for r in range(3):
+        perm = np.random.default_rng(5 + r).permutation(17)
+        for k, f in enumerate(np.array_split(perm, 4)):
+            rr, kk, g = got[r * 4 + k]
+            assert (rr, kk) == (r, k) and np.array_equal(g, f)
+
+
+def test_personas_are_sorted_as_strings_and_file_order_does_not_matter():
+    cand, lab, cov = synthetic(n_personas=15, seed=2)
+    a = compare(cand, lab, cov, repeats=2, folds=3).to_json()
+    perm = np.random.default_rng(0).permutation(len(cand))
+    b = compare(cand.iloc[perm], lab.iloc[::-1], cov.iloc[::-1], repeats=2, folds=3).to_json()
+    assert a == b
+    prep = prepare(cand, lab, cov)
+    assert prep.personas.tolist() == sorted(cand["persona_id"].unique())  # "u10" < "u2"
+    assert prep.personas.tolist()[:3] == ["u0", "u1", "u10"]
+
+
+def test_nadeau_bengio_interval_by_hand():
+    d = np.array([0.01, 0.03, -0.02, 0.04, 0.02, 0.00, 0.05, 0.01, 0.03, 0.02])
+    J = len(d)
+    ratio = 0.25
+    mean = d.sum() / J
+    var = ((d - mean) ** 2).sum() / (J - 1)
+    half = stats.t.ppf(0.975, J - 1) * np.sqrt((1 / J + ratio) * var)
+    lo, hi = nadeau_bengio(d, ratio)
+    assert lo == pytest.approx(mean - half) and hi == pytest.approx(mean + half)
+    # The correction widens the naive interval: 1/J + ratio > 1/J.
+    naive = stats.t.ppf(0.975, J - 1) * np.sqrt(var / J)
+    assert hi - lo > 2 * naive
+    s = paired_summary(d, ratio)
+    assert s["mean"] == pytest.approx(mean)
+    assert (s["lo"], s["hi"]) == pytest.approx(tuple(np.percentile(d, [2.5, 97.5])))
+    assert s["same_sign"] == 8  # 0.00 and -0.02 differ in sign from the positive mean
+
+
+def test_table1_numbers_follow_from_folds_detail():
+    cand, lab, cov = synthetic(n_personas=30, seed=3)
+    res = compare(cand, lab, cov, repeats=4, folds=5)
+    j = res.to_json()
+    d = res.folds_detail
+    wa = j["write_all"]
+    df = cand.merge(lab[["assertion_id", "verdict"]], on="assertion_id")
+    v = df["verdict"].notna()
+    assert wa["faithfulness"] == pytest.approx((df["verdict"] == S).sum() / v.sum())
+    assert wa["retention"] == 1.0
+    for name in ("global", "targeted", "per_category"):
+        f = d.loc[d.policy == name, "faithfulness"].to_numpy(float)
+        p = j["policies"][name]
+        assert p["faithfulness"]["mean"] == pytest.approx(f.mean())
+        assert p["faithfulness"]["sd"] == pytest.approx(f.std(ddof=1))
+        assert p["delta_faithfulness"] == pytest.approx(f.mean() - wa["faithfulness"])
+        c = d.loc[d.policy == name, "coverage"].to_numpy(float)
+        assert p["delta_coverage"] == pytest.approx(c.mean() - wa["coverage"])
+    diff = (d.loc[d.policy == "targeted", "coverage"].to_numpy(float)
+            - d.loc[d.policy == "global", "coverage"].to_numpy(float))
+    assert j["paired"]["coverage"]["mean"] == pytest.approx(diff.mean())
+    nb = nadeau_bengio(diff, np.mean([6 / 24] * 20))
+    assert (j["paired"]["coverage"]["nb_lo"], j["paired"]["coverage"]["nb_hi"]) == pytest.approx(nb)
+    t = res.table()
+    assert t.loc["targeted", "faithfulness"] == pytest.approx(j["policies"]["targeted"]["faithfulness"]["mean"])
+    assert "targeted - global" in t.index
+
+
+def test_json_has_exactly_the_issue_keys_and_no_nan():
+    cand, lab, _ = synthetic(n_personas=12, seed=4)
+    j = compare(cand, lab, repeats=2, folds=3).to_json()
+    assert list(j) == KEYS
+    assert set(j["write_all"]) == {"faithfulness", "retention", "coverage"} and j["write_all"]["coverage"] is None
+    for p in j["policies"].values():
+        assert list(p) == ["faithfulness", "retention", "coverage", "delta_faithfulness", "delta_coverage"]
+        assert set(p["faithfulness"]) == {"mean", "sd"} and p["coverage"] is None and p["delta_coverage"] is None
+    assert list(j["paired"]) == ["faithfulness", "retention", "coverage"] and j["paired"]["coverage"] is None
+    assert list(j["paired"]["faithfulness"]) == ["mean", "lo", "hi", "same_sign", "nb_lo", "nb_hi"]
+    assert list(j["folds_detail"][0]) == ["repeat", "fold", "policy", "threshold", "faithfulness", "retention", "coverage"]
+    pc = [r for r in j["folds_detail"] if r["policy"] == "per_category"][0]
+    assert set(pc["threshold"]) == set(cand["category"])
+    json.dumps(j, allow_nan=False)
+
+
+def test_coverage_excludes_unjudged_facts_and_ignores_unknown_ids():
+    cand = pd.DataFrame({"persona_id": ["p1", "p1", "p2"], "assertion_id": ["a", "b", "c"],
+                         "category": ["x", "x", "x"], "confidence": [0.2, 0.9, 0.5], "text": "t"})
+    lab = pd.DataFrame({"assertion_id": ["a", "b", "c"], "judge": "j", "replicate": 0, "verdict": [U, S, S]})
+    cov = pd.DataFrame({"persona_id": ["p1", "p1", "p1", "p2"], "fact_id": ["f1", "f2", "f3", "f1"],
+                        "covered_by": [["a"], ["b", "zzz"], None, []]})
+    prep = prepare(cand, lab, cov)
+    assert prep.n_facts_unjudged == 1
+    res = compare(cand, lab, cov, gate="x", floor=0.5, repeats=1, folds=2)
+    assert res.write_all["coverage"] == pytest.approx(2 / 3)  # f1, f2 of p1 covered; f1 of p2 not; f3 unjudged
+
+
+def test_judge_replicate_and_gate_selection():
+    cand, lab, _ = synthetic(n_personas=10, seed=5, judges=("sim:a", "sim:b"))
+    with pytest.raises(UsageError, match="several judges"):
+        compare(cand, lab, repeats=1, folds=2)
+    with pytest.raises(UsageError, match="not in labels"):
+        compare(cand, lab, judge="sim:zzz", repeats=1, folds=2)
+    with pytest.raises(UsageError, match="gate category"):
+        compare(cand, lab, judge="sim:a", gate="nope", repeats=1, folds=2)
+    with pytest.raises(UsageError, match="no replicate 3"):
+        compare(cand, lab, judge="sim:a", replicate=3, repeats=1, folds=2)
+    with pytest.raises(UsageError, match="exceeds"):
+        compare(cand, lab, judge="sim:a", repeats=1, folds=11)
+    assert compare(cand, lab, judge="sim:b", repeats=1, folds=2).judge == "sim:b"
+    # majority over three replicates; a 1-1 tie (with one null) has no majority.
+    one = lab[lab.judge == "sim:a"].head(3)
+    reps = pd.concat([one.assign(replicate=r, verdict=v) for r, v in
+                      enumerate([[S, U, S], [S, U, U], [U, None, S]])])
+    prep = prepare(cand, reps, replicate="majority")
+    got = dict(zip(prep.assertion_ids[:3], zip(prep.valid[:3], prep.sup[:3])))
+    ids = one["assertion_id"].tolist()
+    assert got[ids[0]] == (True, True) and got[ids[1]] == (True, False) and got[ids[2]] == (True, True)
+    tie = pd.concat([one.head(1).assign(replicate=r, verdict=v) for r, v in enumerate([S, U])])
+    p2 = prepare(cand, tie, replicate="majority")
+    assert not p2.valid[0]
+
+
+def test_gate_auto_is_chosen_inside_each_fit_fold():
+    cand, lab, _ = synthetic(n_personas=30, seed=6)
+    res = compare(cand, lab, gate="auto", repeats=2, folds=5)
+    assert res.to_json()["gate"] == "auto"
+    assert len(res.fold_gates) == 10 and all(len(g) == 1 for g in res.fold_gates)
+    # Inside each fit fold the chosen category is that fold's lowest-support one.
+    prep = res.prepared
+    for (r, k, held), g in zip(fold_assignment(30, 2, 5, 0), res.fold_gates):
+        fit = ~np.isin(prep.persona, held)
+        rates = {c: prep.sup[fit & (prep.cat == i)].sum() / prep.valid[fit & (prep.cat == i)].sum()
+                 for i, c in enumerate(prep.categories)}
+        assert g[0] == min(rates, key=rates.get)
+
+
+# ---------------------------------------------------------------------------------------
+# real data: SynthPAI (persona = user, candidates = a model's ranked guesses, label = human check)
+
+
+def synthpai(shared_data, model="gpt-4", label_col="eval_model_human"):
+    d = pd.read_csv(shared_data / "synthpai" / "predictions_compact.csv")
+    d = d[(d["model"] == model) & d[label_col].notna()]
+    cand, lab = [], []
+    for row in d.itertuples():
+        guesses = json.loads(row.guesses)
+        evals = json.loads(getattr(row, label_col))
+        for rank, (g, e) in enumerate(zip(guesses, evals)):
+            aid = f"{row.username}/{row.attribute}/{rank}"
+            cert = row.human_certainty if np.isfinite(row.human_certainty) else 3
+            cand.append({"persona_id": row.username, "assertion_id": aid, "category": row.attribute,
+                         "confidence": round((3 - rank) / 3 * cert / 5, 4), "text": str(g)})
+            lab.append({"assertion_id": aid, "judge": label_col, "replicate": 0,
+                        "verdict": {1: S, 0: U}.get(e, "partial")})
+    return pd.DataFrame(cand), pd.DataFrame(lab)
+
+
+@pytest.mark.shared_data
+def test_real_synthpai_matches_literal_implementation(shared_data):
+    cand, lab = synthpai(shared_data)
+    cov = pd.DataFrame({"persona_id": [], "fact_id": [], "covered_by": []})
+    res = compare(cand, lab, gate="income_level", floor=0.8, repeats=1, folds=5, policies=("global", "targeted"))
+    ref = reference(cand, lab, cov, ["income_level"], 0.8, 1, 5, 0)
+    d = res.folds_detail[res.folds_detail.policy != "write_all"]
+    assert len(cand) > 2000 and len(d) == len(ref)
+    for (r, k, pol, t, f, re, _), row in zip(ref, d.itertuples(index=False)):
+        assert (row.threshold if row.threshold is not None else -np.inf) == t
+        assert (row.faithfulness, row.retention) == pytest.approx((f, re), abs=1e-15)
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
+
+
+@pytest.fixture
+def files(tmp_path):
+    cand, lab, cov = synthetic(n_personas=20, seed=8)
+    paths = {}
+    for name, df in (("cand", cand), ("labels", lab), ("cov", cov)):
+        p = tmp_path / f"{name}.jsonl"
+        df.to_json(p, orient="records", lines=True)
+        paths[name] = p
+    return paths
+
+
+def test_cli_compare_json_out_and_export(cli, files, tmp_path):
+    run = tmp_path / "run"
+    pol = tmp_path / "policy.json"
+    r = cli("compare", files["cand"], "--labels", files["labels"], "--coverage", files["cov"], "--repeats", "2",
+            "--folds", "4", "--json", "--out", run, "--export-policy", pol, "--policy", "per_category")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert list(j) == KEYS and j["repeats"] == 2 and len(j["folds_detail"]) == 2 * 4 * 4
+    assert json.loads((run / "compare.json").read_text()) == j
+    sweep = json.loads((run / "sweep.json").read_text())
+    assert sweep["global"][0]["threshold"] is None and sweep["global"][0]["retention"] == 1.0
+    assert set(sweep["fitted"]) == {"global", "targeted", "per_category"}
+    assert sweep["fitted"]["global"]["retention"] >= 0.8
+    calib = json.loads((run / "calibration.json").read_text())
+    assert {c["category"] for c in calib["categories"]} == {"values", "identity", "work", "hobbies"}
+    inputs = json.loads((run / "compare_inputs.json").read_text())
+    assert inputs["coverage"].endswith("cov.jsonl")
+    assert json.loads(pol.read_text())["kind"] == "per_category"
+    human = cli("compare", files["cand"], "--labels", files["labels"], "--repeats", "1", "--folds", "2")
+    assert human.returncode == 0 and "Targeted − global" in human.stdout and "±" in human.stdout
+
+
+def test_sweep_and_calibration_by_hand():
+    cand = pd.DataFrame({"persona_id": ["p1", "p1", "p2", "p2"], "assertion_id": list("abcd"),
+                         "category": ["v", "v", "w", "w"], "confidence": [0.2, 0.8, 0.5, 0.5], "text": "t"})
+    lab = pd.DataFrame({"assertion_id": list("abcd"), "judge": "j", "replicate": 0, "verdict": [U, S, S, None]})
+    cov = pd.DataFrame({"persona_id": ["p1", "p2"], "fact_id": ["f", "g"], "covered_by": [["a"], ["c", "d"]]})
+    res = compare(cand, lab, cov, gate="v", floor=0.5, repeats=1, folds=2)
+    sw = res.sweep()
+    g = [(r["threshold"], r["faithfulness"], r["retention"], r["coverage"]) for r in sw["global"]]
+    assert g == [(None, 2 / 3, 1.0, 1.0), (0.2, 2 / 3, 1.0, 1.0), (0.5, 1.0, 0.75, 0.5), (0.8, 1.0, 0.25, 0.0)]
+    assert sw["fitted"]["global"]["threshold"] == 0.5
+    assert [r["threshold"] for r in sw["targeted"]] == [None, 0.2, 0.8]
+    assert sw["targeted"][2]["retention"] == 0.75 and sw["targeted"][2]["coverage"] == 0.5
+    cal = {c["category"]: c for c in res.calibration(B=50)["categories"]}
+    assert cal["v"]["binning"] == "distinct" and [b["support_rate"] for b in cal["v"]["bins"]] == [0.0, 1.0]
+    assert cal["w"]["bins"] == [{"conf_lo": 0.5, "conf_hi": 0.5, "n": 2, "valid": 1, "supported": 1,
+                                 "support_rate": 1.0, "ci_lo": 1.0, "ci_hi": 1.0}]
+
+
+def test_cli_bad_input_is_one_line_exit_2(cli, files, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"persona_id": "p", "assertion_id": "a", "category": "c", "confidence": 2, "text": "t"}\n')
+    r = cli("compare", bad, "--labels", files["labels"])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and f"{bad}:1:" in r.stderr
+    r = cli("compare", files["cand"], "--labels", files["labels"], "--gate", "nope")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    r = cli("compare", files["cand"], "--labels", files["labels"], "--folds", "1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
