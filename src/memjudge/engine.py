@@ -237,6 +237,8 @@ class _Task:
     error: str | None = None
     usage: dict | None = None
     latency_s: float | None = None
+    finish_reason: str | None = None  # of the last answer, kept for error rows
+    model_version: str | None = None
 
 
 class _Job:
@@ -317,7 +319,7 @@ class _Job:
                 raise
             except Exception as e:  # the provider's error after retries: a null row, never a label
                 latency += time.perf_counter() - t0
-                task.error, task.usage, task.latency_s = _error_text(e, self.secrets), usage, latency
+                task.error, task.usage, task.latency_s = _error_text(e, self.secrets), usage, round(latency, 4)
                 self.failure_streak += 1
                 self.last_failure = task.error
                 return
@@ -328,6 +330,7 @@ class _Job:
                 usage[k] += int(u.get(k) or 0)
                 self.tokens[k] += int(u.get(k) or 0)
             reason = answer.finish_reason
+            task.finish_reason, task.model_version = reason, answer.model_version
             if reason != "stop":
                 task.error = FINISH_ERRORS.get(reason, f"the answer finished with {reason!r}")
                 break
@@ -493,8 +496,8 @@ def _label_row(item: dict, replicate: int, task: _Task, judge: Judge, rubric: Ru
         "cached": task.origin in ("journal", "cache") if rec else False,
         "usage": rec.get("usage") if rec else task.usage,
         "latency_s": rec.get("latency_s") if rec else task.latency_s,
-        "finish_reason": rec.get("finish_reason") if rec else None,
-        "model_version": rec.get("model_version") if rec else None,
+        "finish_reason": rec.get("finish_reason") if rec else task.finish_reason,
+        "model_version": rec.get("model_version") if rec else task.model_version,
         "simulated": bool(getattr(judge, "simulated", False)),
     }
     row.update(extras)

@@ -1,0 +1,182 @@
+"""The answer cache: the key changes with exactly what changes an answer, eviction is off
+and stays off, and no API key ever reaches the disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import diskcache
+import pytest
+
+from memjudge.cache import AnswerCache, cache_key, resolve_cache_dir
+from memjudge.engine import score_run
+from memjudge.judges import JudgeConfig, Prompt
+from memjudge.rubrics import load_rubric
+from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 12
+
+
+def run(judge, cache_dir, out, cands=None, **kw):
+    cands = candidates_frame(N) if cands is None else cands
+    return score_run(cands, sources_frame(N), judge, cache_dir=cache_dir, out=out, progress=False, **kw)
+
+
+def test_key_is_canonical_and_sensitive_to_each_component():
+    ident = {"spec": "openai:m", "model": "m", "base_url": None, "params": {"temperature": 0.0, "seed": None}}
+    rub = {"name": "support", "template_sha256": "ab", "schema": {"type": "object"}}
+    p = Prompt("sys", "user")
+    k = cache_key(ident, rub, p, 0)
+    assert len(k) == 64 and int(k, 16) >= 0
+    # dict order does not matter (canonical JSON)
+    assert cache_key(dict(reversed(list(ident.items()))), dict(reversed(list(rub.items()))), p, 0) == k
+    changed = [
+        cache_key({**ident, "spec": "openai:m2", "model": "m2"}, rub, p, 0),
+        cache_key({**ident, "base_url": "http://h/v1"}, rub, p, 0),
+        cache_key({**ident, "params": {"temperature": 0.5, "seed": None}}, rub, p, 0),
+        cache_key({**ident, "params": {"temperature": 0.0, "seed": 1}}, rub, p, 0),
+        cache_key(ident, {**rub, "template_sha256": "ac"}, p, 0),
+        cache_key(ident, {**rub, "schema": {"type": "object", "x": 1}}, p, 0),
+        cache_key(ident, rub, Prompt("sys ", "user"), 0),
+        cache_key(ident, rub, Prompt("sys", "user."), 0),
+        cache_key(ident, rub, p, 1),
+    ]
+    assert len(set(changed)) == len(changed) and k not in changed
+
+
+def test_engine_key_sensitivity(tmp_path):
+    """Model, base URL, each generation parameter, rubric text and replicate each cost new
+    requests; concurrency, rpm, row order, output folder and progress cost none."""
+    cache = tmp_path / "cache"
+    base = ScriptedJudge("scripted:m1")
+    run(base, cache, tmp_path / "r0")
+    assert base.requests == N
+
+    same = [
+        dict(judge=JudgeConfig(spec="scripted:m1", concurrency=1, rpm=100000.0, tpm=1e9), out=tmp_path / "r1"),
+        dict(judge=JudgeConfig(spec="scripted:m1", max_attempts=2, timeout_s=5), out=tmp_path / "r2",
+             cands=candidates_frame(N).sample(frac=1.0, random_state=3)),
+        dict(judge=JudgeConfig(spec="scripted:m1", price_input_per_mtok=1.0), out=tmp_path / "r3", replicates=1),
+    ]
+    for case in same:
+        j = ScriptedJudge(case.pop("judge"))
+        r = run(j, cache, **case)
+        assert j.requests == 0, case
+        assert r.summary.cached == N and (r.labels["cached"]).all()
+
+    different = {
+        "model": JudgeConfig(spec="scripted:m2"),
+        "base_url": JudgeConfig(spec="scripted:m1", base_url="http://127.0.0.1:1/v1"),
+        "temperature": JudgeConfig(spec="scripted:m1", temperature=0.7),
+        "seed": JudgeConfig(spec="scripted:m1", seed=7),
+        "max_output_tokens": JudgeConfig(spec="scripted:m1", max_output_tokens=99),
+        "thinking_budget": JudgeConfig(spec="scripted:m1", thinking_budget=0),
+        "options": JudgeConfig(spec="scripted:m1", options={"threshold": 1}),
+    }
+    for name, cfg in different.items():
+        j = ScriptedJudge(cfg)
+        run(j, cache, tmp_path / f"d-{name}")
+        assert j.requests == N, name
+
+    text = (ROOT / "rubrics" / "support.toml").read_text().replace("a plausible inference", "a likely inference")
+    edited = tmp_path / "support-edited.toml"
+    edited.write_text(text)
+    j = ScriptedJudge("scripted:m1")
+    r = run(j, cache, tmp_path / "d-rubric", rubric=str(edited))
+    assert j.requests == N and set(r.labels["rubric"]) == {load_rubric(str(edited)).id} != {load_rubric("support").id}
+
+    j = ScriptedJudge("scripted:m1")
+    run(j, cache, tmp_path / "d-rep", replicates=3)
+    assert j.requests == 2 * N  # replicates 1 and 2 are new, replicate 0 is the cached one
+    assert sorted({c.replicate for c in j.calls}) == [1, 2]
+
+
+def test_only_valid_answers_are_cached(tmp_path):
+    from memjudge.judges import JudgeAnswer
+
+    j = ScriptedJudge(script=lambda call, n: JudgeAnswer(text=None, finish_reason="safety"))
+    r = run(j, tmp_path / "c", tmp_path / "o")
+    assert r.labels["verdict"].isna().all() and len(AnswerCache(tmp_path / "c")) == 0
+
+
+def test_eviction_off_and_persisted(tmp_path):
+    d = tmp_path / "cache"
+    # A cache first created with diskcache's evicting defaults and a tiny limit...
+    with diskcache.Cache(str(d), size_limit=50_000, eviction_policy="least-recently-stored") as dc:
+        assert dc.eviction_policy == "least-recently-stored"
+    # ...is switched to no eviction by memjudge, and the setting persists in the cache.
+    with AnswerCache(d) as c:
+        assert c.stats()["eviction_policy"] == "none"
+        blob = "x" * 20_000
+        for i in range(200):  # 4 MB, 80 times the old limit
+            c.set(f"{i:064x}", {"answer": {"verdict": "supported"}, "pad": blob})
+        assert len(c) == 200
+    with diskcache.Cache(str(d)) as dc:  # reopened with no arguments: stored settings apply
+        assert dc.eviction_policy == "none" and dc.size_limit >= 2**60 and len(dc) == 200
+    with AnswerCache(d) as c:
+        assert all(c.get(f"{i:064x}")["pad"] == blob for i in range(200))
+
+
+def test_evicting_defaults_would_lose_entries(tmp_path):
+    """The control: the same writes under an evicting policy do lose entries."""
+    with diskcache.Cache(str(tmp_path / "ev"), size_limit=50_000, eviction_policy="least-recently-stored", cull_limit=10) as dc:
+        for i in range(200):
+            dc.set(f"{i:064x}", json.dumps({"pad": "x" * 20_000}))
+        assert len(dc) < 200
+
+
+def test_cache_dir_resolution(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(tmp_path / "env"))
+    assert resolve_cache_dir() == tmp_path / "env"
+    assert resolve_cache_dir(tmp_path / "flag") == tmp_path / "flag"
+    monkeypatch.delenv("MEMJUDGE_CACHE_DIR")
+    assert resolve_cache_dir() == Path.home() / ".cache" / "memjudge"
+
+
+def test_cache_stats_and_clear_cli(cli, tmp_path):
+    d = tmp_path / "c"
+    with AnswerCache(d) as c:
+        c.set("a" * 64, {"answer": {}})
+        c.set("b" * 64, {"answer": {}})
+    r = cli("cache", "stats", "--cache-dir", d, "--json")
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(r.stdout)
+    assert stats["entries"] == 2 and stats["eviction_policy"] == "none" and stats["directory"] == str(d)
+    r = cli("cache", "stats", env={"MEMJUDGE_CACHE_DIR": str(d)})
+    assert r.returncode == 0 and "2 answers" in r.stdout
+    r = cli("cache", "clear", "--cache-dir", d, "--json")
+    assert json.loads(r.stdout)["removed"] == 2
+    assert json.loads(cli("cache", "stats", "--cache-dir", d, "--json").stdout)["entries"] == 0
+
+
+SENTINELS = {"OPENAI_API_KEY": "sk-SENTINEL-openai-0123456789abcdef", "GEMINI_API_KEY": "AIzaSENTINEL-gemini-0123456789abcdef"}
+
+
+def test_no_api_key_on_disk(cli, tmp_path, fake_server):
+    from fake_server import Fault
+
+    src = tmp_path / "s.jsonl"
+    cand = tmp_path / "c.jsonl"
+    sources_frame(N).to_json(src, orient="records", lines=True)
+    candidates_frame(N).to_json(cand, orient="records", lines=True)
+    cache = tmp_path / "cache"
+    # some requests fail for good (401, 400) so error messages are written too
+    fake_server.enqueue(Fault.http(401), Fault.http(400), Fault.safety(), times=1)
+    for spec, base in (("openai:gpt-4o-mini", fake_server.openai_base_url), ("gemini:gemini-2.5-flash", fake_server.url)):
+        r = cli("score", cand, "--sources", src, "--judge", spec, "--base-url", base, "--out", tmp_path / spec.split(":")[0],
+                "--cache-dir", cache, "--no-progress", "--parquet", "--replicates", "2", env=SENTINELS)
+        assert r.returncode == 0, r.stderr
+    # the keys really were used: the server saw them
+    seen = " ".join(json.dumps(req.headers) for req in fake_server.requests)
+    assert all(v in seen for v in SENTINELS.values())
+    errors = [json.loads(x)["error"] for x in (tmp_path / "openai" / "labels.jsonl").read_text().splitlines()]
+    assert sum(e is not None for e in errors) >= 1  # error messages were written and checked too
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "labels.jsonl" for p in files) and any(p.parent == cache for p in files)
+    for p in files:
+        data = p.read_bytes()
+        for v in SENTINELS.values():
+            assert v.encode() not in data, p
+            assert v[8:24].encode() not in data, p
