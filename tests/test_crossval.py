@@ -16,6 +16,7 @@ from memjudge.crossval import (
 from memjudge.errors import UsageError
 
 S, U = "supported", "unsupported"
+ROOT_SRC = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "src")
 KEYS = ["judge", "floor", "gate", "repeats", "folds", "seed", "write_all", "policies", "paired", "folds_detail"]
 
 
