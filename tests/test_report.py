@@ -85,19 +85,20 @@ def test_table1_equals_compare_json(run):
     md = (run / "report.md").read_text()
     c = load(run, "compare.json")
     rows = {r[0]: r for r in md_table(md, "Table 1.")}
-    assert list(rows) == ["Write-all", "Global threshold", "Targeted (values)", "Targeted − global (paired)"]
-    wa = rows["Write-all"]
-    assert [nums(wa[i])[0] for i in (1, 3, 4)] == [p2(c["write_all"][m]) for m in ("faithfulness", "retention", "coverage")]
+    assert list(rows) == ["Write-all (full sample)", "Global threshold", "Targeted (values)",
+                          "Targeted − global (paired)"]
+    wa = rows["Write-all (full sample)"]
+    assert [nums(wa[i])[0] for i in (1, 2, 3)] == [p2(c["write_all"][m]) for m in ("faithfulness", "retention", "coverage")]
     for label, name in (("Global threshold", "global"), ("Targeted (values)", "targeted")):
         row, pol = rows[label], c["policies"][name]
         assert nums(row[1]) == [p2(pol["faithfulness"]["mean"]), p2(pol["faithfulness"]["sd"])]
-        assert nums(row[2]) == [p2(pol["delta_faithfulness"])]
-        assert nums(row[3]) == [p2(pol["retention"]["mean"]), p2(pol["retention"]["sd"])]
-        assert nums(row[4]) == [p2(pol["coverage"]["mean"]), p2(pol["coverage"]["sd"])]
+        assert nums(row[2]) == [p2(pol["retention"]["mean"]), p2(pol["retention"]["sd"])]
+        assert nums(row[3]) == [p2(pol["coverage"]["mean"]), p2(pol["coverage"]["sd"])]
+        assert nums(row[4]) == [p2(pol["delta_faithfulness"])]
         assert nums(row[5]) == [p2(pol["delta_coverage"])]
-        assert " ± " in row[1] and row[2].startswith(("+", "-"))
+        assert " ± " in row[1] and row[4].startswith(("+", "-"))
     paired = rows["Targeted − global (paired)"]
-    for col, m in ((1, "faithfulness"), (3, "retention"), (4, "coverage")):
+    for col, m in ((1, "faithfulness"), (2, "retention"), (3, "coverage")):
         p = c["paired"][m]
         assert nums(paired[col]) == [p2(p["mean"]), p2(p["lo"]), p2(p["hi"])]
     caption = next(ln for ln in md.splitlines() if ln.startswith("**Table 1."))
@@ -138,14 +139,25 @@ def test_robustness_and_calibration_tables_equal_json(run):
     md = (run / "report.md").read_text()
     rob = load(run, "robustness.json")
     rows = {r[0]: r for r in md_table(md, "Support by category")}
-    for k, j in enumerate(rob["judges"]):
-        for cat, d in j["support_by_category"].items():
-            assert nums(rows[cat][1 + k]) == [p2(d["support_rate"]), *map(p2, d["ci"])]
+    for k, u in enumerate(rob["units"]):
+        for d in u["categories"]:
+            assert nums(rows[d["category"]][1 + k]) == [p2(d["support_rate"]), p2(d["lo"]), p2(d["hi"])]
+    rows = md_table(md, "Robustness across judges")
+    for row, u in zip(rows, rob["units"]):
+        pol, pf = u["table"]["policies"], u["table"]["paired"]["faithfulness"]
+        assert row[0].startswith(u["judge"]) and row[2] == ", ".join(u["gated"])
+        assert nums(row[3]) == [u["p_gated_lowest"]]
+        assert nums(row[4]) == [p2(pol["global"]["faithfulness"]["mean"]), p2(pol["targeted"]["faithfulness"]["mean"])]
+        assert nums(row[5]) == [p2(pf["mean"]), p2(pf["lo"]), p2(pf["hi"])]
+        holds = pol["targeted"]["faithfulness"]["mean"] >= pol["global"]["faithfulness"]["mean"]
+        assert row[7] == ("yes" if holds else "no")
+    tau = md_table(md, "Kendall's τ-b")
+    assert [nums(r[2])[0] for r in tau] == [k["tau"] for k in rob["kendall"]]
     cal = load(run, "calibration.json")
     rows = md_table(md, "Calibration of the values category")
-    vals = [b for b in cal["bins"] if b["category"] == "values"]
+    vals = next(c for c in cal["categories"] if c["category"] == "values")["bins"]
     assert [nums(r[1])[0] for r in rows] == [b["n"] for b in vals]
-    assert [nums(r[2]) for r in rows] == [[p2(b["support_rate"]), *map(p2, b["ci"])] for b in vals]
+    assert [nums(r[2]) for r in rows] == [[p2(b["support_rate"]), p2(b["ci_lo"]), p2(b["ci_hi"])] for b in vals]
 
 
 def test_html_is_self_contained_and_escapes_data(run):
@@ -162,7 +174,8 @@ def test_html_is_self_contained_and_escapes_data(run):
 
 
 def test_missing_parts_are_named_and_the_rest_reported(run):
-    for name in ("compare.json", "sweep.json", "calibration.json", "robustness.json", "agreement.json"):
+    for name in ("compare.json", "compare_inputs.json", "sweep.json", "calibration.json", "robustness.json",
+                 "agreement.json"):
         (run / name).unlink()
     res = report(run, dpi=DPI)
     assert set(res.present) == {"configuration", "labels", "noise"}
@@ -197,7 +210,7 @@ def test_compare_without_coverage_plots_retention(run):
     report(run, dpi=DPI)
     md = (run / "report.md").read_text()
     row = next(r for r in md_table(md, "Table 1.") if r[0] == "Global threshold")
-    assert row[4] == "n/a" and row[5] == "n/a"
+    assert row[3] == "n/a" and row[5] == "n/a"
     assert "Faithfulness against retention (no coverage in this run)" in md
 
 
@@ -241,6 +254,8 @@ def test_cli_json_lists_paths_and_parts(run, cli):
     out = json.loads(r.stdout)
     assert out["markdown"] is None and out["html"].endswith("report.html")
     assert out["absent"] == ["coverage"] and len(out["figures"]) == 6
+    assert out["present"] == ["configuration", "labels", "noise", "agreement", "compare", "compare_inputs", "sweep",
+                              "calibration", "robustness"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -262,6 +277,7 @@ def test_findings_state_the_results_in_the_json(run):
     assert f"same sign in {pf['same_sign']} of {c['repeats'] * c['folds']} folds" in text
     assert "lowest-support category is values at 77.90%" in text
     assert "That is the gated category (values)" in text
+    assert "The lowest-support category is the gated one under every judge (3 of 3)" in text
     assert "flips 4.71% of its verdicts" in text
     assert "holds on faithfulness under 2 of 3 judges (not under sim:strict (simulated))" in text
     assert "on estimated coverage under every judge (3 of 3)" in text
@@ -274,11 +290,12 @@ def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
     c["paired"]["retention"].update(mean=0.0, lo=-0.01, hi=0.01)
     save(run, "compare.json", c)
     rob = load(run, "robustness.json")
-    rob["summary"] = {"judges": 3, "faithfulness_holds": 0, "coverage_holds": 3}
-    for j in rob["judges"]:
-        j["lowest_category"] = "health"
-        j["support_by_category"]["health"]["support_rate"] = 0.5
-        j["support_by_category"]["health"]["ci"] = [0.45, 0.55]
+    rob["summary"]["faithfulness"] = {"judges": 0, "units": 0}
+    rob["summary"]["lowest_is_gated"] = {"judges": 0, "units": 0}
+    for u in rob["units"]:
+        u["lowest_category"] = "health"
+        health = next(c for c in u["categories"] if c["category"] == "health")
+        health.update(support_rate=0.5, lo=0.45, hi=0.55)
     save(run, "robustness.json", rob)
     noise = load(run, "noise.json")
     noise["judges"][0]["flip_rate"] = 0.0
@@ -291,6 +308,7 @@ def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
     assert "lowest-support category is health at 50.00% (95% CI 45.00–55.00); the next lowest is values" in text
     assert "The gated category (values) is not the lowest under this judge" in text
     assert "holds on faithfulness under none of the 3 judges" in text
+    assert "The lowest-support category is the gated one under none of the judges" in text
     assert "does not flip any of its verdicts" in text
 
 

@@ -156,7 +156,8 @@ def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: s
 
 @_paper_style
 def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: float | None = None,
-                             x: str = "coverage", title: str | None = None) -> Figure:
+                             x: str = "coverage", title: str | None = None,
+                             targeted_sweep: pd.DataFrame | None = None, targeted_label: str | None = None) -> Figure:
     """The global-threshold sweep as a curve and fitted policies as points.
 
     `sweep`: columns threshold, faithfulness, retention, coverage (one row per candidate
@@ -164,6 +165,8 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
     `points`: columns label, faithfulness, coverage, retention, and optional
     faithfulness_sd, coverage_sd, retention_sd (error bars) and kind ("heldout" or "full").
     `x` is "coverage" (estimated coverage) or "retention" when a run has no coverage.
+    `targeted_sweep` (same columns), when given, is the gated-category threshold's sweep, drawn
+    thin and dashed for context.
     """
     fig = _new_figure()
     if sweep.empty and points.empty:
@@ -183,6 +186,10 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
             ax.lines[-1].set_linestyle("-")
             ax.lines[-1].set_label("Global threshold sweep")
         ax.scatter(xs, ys, s=6, color=NEUTRAL, zorder=2)
+    if targeted_sweep is not None and not targeted_sweep.empty:
+        t = targeted_sweep.sort_values(x, kind="stable")
+        ax.plot(_pct(t[x]), _pct(t["faithfulness"]), color=HIGHLIGHT, alpha=0.55, linewidth=1.0, linestyle="--",
+                zorder=1, label=targeted_label or "Targeted threshold sweep")
     styles = {"write_all": ("#000000", "s"), "global": (PALETTE[0], "o"), "targeted": (HIGHLIGHT, "D"),
               "per_category": (PALETTE[2], "^")}
     extra = 0
@@ -212,6 +219,15 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
 # calibration
 
 
+def _bar_widths(lo: np.ndarray, hi: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Bin widths; a one-value bin (lo == hi, e.g. rank-derived confidences) gets a share of the
+    smallest gap between bins so that its count stays visible."""
+    gaps = np.diff(np.unique(centres))
+    point = 0.6 * (gaps.min() if len(gaps) else 0.1)
+    w = hi - lo
+    return np.where(w > 0, w, point)
+
+
 @_paper_style
 def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | None = None) -> Figure:
     """Support rate by confidence bin within each category, with counts.
@@ -234,6 +250,7 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
     order = [c for c in cats if c != emphasise] + ([emphasise] if emphasise else [])
     k = 0
     centres_all = []
+    all_centres = np.unique((bins["lo"].to_numpy(dtype=float) + bins["hi"].to_numpy(dtype=float)) / 2)
     for c in order:
         sub = bins[bins["category"] == c].sort_values("lo", kind="stable")
         sub = sub[sub["n"].fillna(0) > 0]
@@ -257,7 +274,7 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
             ax.plot(centres, rate, color=color, linewidth=0.9, marker=MARKERS[(k + 1) % len(MARKERS)],
                     markersize=3, alpha=0.75, zorder=3, label=f"{c} (n={n_total:,})")
             k += 1
-        widths = sub["hi"].to_numpy(dtype=float) - sub["lo"].to_numpy(dtype=float)
+        widths = _bar_widths(sub["lo"].to_numpy(dtype=float), sub["hi"].to_numpy(dtype=float), all_centres)
         if c == emphasise:
             axn.bar(centres, sub["n"].to_numpy(dtype=float), width=widths * 0.9, color=HIGHLIGHT, alpha=0.85,
                     zorder=3, label=str(c))
@@ -271,7 +288,8 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
         if emphasise:
             e = bins[bins["category"] == emphasise].groupby(["lo", "hi"])["n"].sum()
             base = np.array([float(e.get(k, 0.0)) for k in other.index])
-        axn.bar((lo_e + hi_e) / 2, other.to_numpy(dtype=float), bottom=base, width=(hi_e - lo_e) * 0.9,
+        axn.bar((lo_e + hi_e) / 2, other.to_numpy(dtype=float), bottom=base,
+                width=_bar_widths(lo_e, hi_e, all_centres) * 0.9,
                 color=NEUTRAL, alpha=0.35, zorder=2, label="other categories" if emphasise else "all categories")
     ax.set_ylabel("Source support (%)")
     ax.set_ylim(max(0.0, float(np.nanmin(_pct(bins["rate"]))) - 15.0) if bins["rate"].notna().any() else 0, 102)

@@ -43,6 +43,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "noise.json": ("noise", "memjudge noise LABELS --out RUN_DIR"),
     "agreement.json": ("agreement", "memjudge agreement LABELS --out RUN_DIR"),
     "compare.json": ("compare", "memjudge compare CANDIDATES --labels LABELS --out RUN_DIR"),
+    "compare_inputs.json": ("compare_inputs", "memjudge compare ... --out RUN_DIR"),
     "sweep.json": ("sweep", "memjudge compare ... --out RUN_DIR"),
     "calibration.json": ("calibration", "memjudge compare ... --out RUN_DIR"),
     "robustness.json": ("robustness", "memjudge robustness CANDIDATES --labels LABELS... --out RUN_DIR"),
@@ -170,8 +171,9 @@ def _validate(data: dict, files: dict) -> None:
                   f"policy {name!r} has no 'faithfulness' {{mean, sd}}")
         _need(isinstance(c.get("folds_detail", []), list), files["compare"], "'folds_detail' must be a list")
     if "robustness" in data:
-        j = data["robustness"].get("judges", [])
-        _need(isinstance(j, (list, dict)), files["robustness"], "'judges' must be a list or an object")
+        rob = data["robustness"]
+        j = rob.get("units", rob.get("judges", []))
+        _need(isinstance(j, (list, dict)), files["robustness"], "'units' must be a list of objects")
 
 
 # ---------------------------------------------------------------------------------------
@@ -257,25 +259,58 @@ def judge_label(judge: str, run: Run | None = None) -> str:
 # tidy frames (JSON -> the figures' inputs)
 
 
-def support_rates(run: Run) -> pd.DataFrame:
-    """Per judge and category: rate, lo, hi, n from robustness.json."""
+def robustness_units(run: Run) -> list[dict]:
+    """robustness.json's units (one per judge, or per judge × replicate), normalised:
+    judge, replicate, label, primary (the judge's first unit), categories [{category, rate, lo,
+    hi, n}], lowest, gated, p_gated_lowest, table (compare.json's write_all/policies/paired)."""
     rob = run.get("robustness") or {}
-    rows = []
-    for j in _records(rob.get("judges", []), "judge"):
-        by = _first(j, ("support_by_category", "by_category", "categories", "support", "category_rates"), {})
+    raw = rob.get("units") if rob.get("units") is not None else rob.get("judges", [])
+    units = []
+    for u in _records(raw, "judge"):
+        cats = []
+        by = _first(u, ("categories", "support_by_category", "by_category", "support", "category_rates"), [])
         for c in _records(by, "category"):
-            rate = num(_first(c, ("support_rate", "rate", "value", "support", "mean")))
             lo, hi = interval(_first(c, ("ci", "support_rate_ci", "rate_ci"), c))
-            rows.append({"judge": judge_label(j.get("judge"), run), "raw_judge": str(j.get("judge")),
-                         "category": str(c["category"]), "rate": rate, "lo": lo, "hi": hi,
-                         "n": num(_first(c, ("n", "valid", "items", "count")))})
+            cats.append({"category": str(c.get("category")), "lo": lo, "hi": hi,
+                         "rate": num(_first(c, ("support_rate", "rate", "value", "support"))),
+                         "n": num(_first(c, ("valid", "n", "items", "count")))})
+        g = u.get("gated")
+        table = _first(u, ("table", "compare", "table1", "table_1", "comparison"), {})
+        units.append({"judge": str(u.get("judge")), "replicate": u.get("replicate"), "categories": cats,
+                      "lowest": u.get("lowest_category") or u.get("lowest"),
+                      "gated": [str(x) for x in g] if isinstance(g, list) else [str(g)] if isinstance(g, str) else None,
+                      "p_gated_lowest": num(_first(u, ("p_gated_lowest", "prob_gated_lowest", "p_lowest"))),
+                      "table": table if isinstance(table, dict) else {}})
+    per_judge: dict[str, int] = {}
+    for u in units:
+        per_judge[u["judge"]] = per_judge.get(u["judge"], 0) + 1
+    seen = set()
+    for u in units:
+        several = per_judge[u["judge"]] > 1 and u["replicate"] is not None
+        u["label"] = judge_label(u["judge"], run) + (f", replicate {u['replicate']}" if several else "")
+        u["primary"] = u["judge"] not in seen
+        seen.add(u["judge"])
+    return units
+
+
+def support_rates(run: Run, primary_only: bool = True) -> pd.DataFrame:
+    """Per judge (each judge's first unit) and category: rate, lo, hi, n from robustness.json."""
+    rows = []
+    for u in robustness_units(run):
+        if primary_only and not u["primary"]:
+            continue
+        for c in u["categories"]:
+            rows.append({"judge": judge_label(u["judge"], run) if primary_only else u["label"],
+                         "raw_judge": u["judge"], **c})
     return pd.DataFrame(rows, columns=["judge", "raw_judge", "category", "rate", "lo", "hi", "n"]).astype(
         {"rate": float, "lo": float, "hi": float, "n": float})
 
 
-def sweep_frame(run: Run) -> pd.DataFrame:
+def sweep_frame(run: Run, policy: str = "global") -> pd.DataFrame:
+    """One row per candidate threshold of `policy`'s full-sample sweep (sweep.json)."""
     sw = run.get("sweep") or {}
-    pts = _first(sw, ("global", "points", "sweep", "thresholds", "curve"), [])
+    keys = ("global", "points", "sweep", "thresholds", "curve") if policy == "global" else (policy,)
+    pts = _first(sw, keys, [])
     if isinstance(pts, dict) and all(isinstance(v, list) for v in pts.values()):  # columnar
         pts = pd.DataFrame(pts).to_dict("records")
     rows = [{"threshold": num(p.get("threshold")), "faithfulness": num(p.get("faithfulness")),
@@ -324,16 +359,22 @@ def calibration_frame(run: Run) -> pd.DataFrame:
             bins = v.get("bins", []) if isinstance(v, dict) else v
             recs += [{"category": cat, **b} for b in bins if isinstance(b, dict)]
     elif isinstance(raw, list):
-        recs = [b for b in raw if isinstance(b, dict)]
+        for r in raw:
+            if isinstance(r, dict) and isinstance(r.get("bins"), list):  # [{category, ..., bins: [...]}]
+                recs += [{**b, "category": r.get("category")} for b in r["bins"] if isinstance(b, dict)]
+            elif isinstance(r, dict):
+                recs.append(r)
     for b in recs:
-        lo = num(_first(b, ("lo", "bin_lo", "low", "confidence_lo", "left")))
-        hi = num(_first(b, ("hi", "bin_hi", "high", "confidence_hi", "right")))
+        lo = num(_first(b, ("conf_lo", "lo", "bin_lo", "low", "confidence_lo")))
+        hi = num(_first(b, ("conf_hi", "hi", "bin_hi", "high", "confidence_hi")))
         edges = b.get("bin") or b.get("edges")
         if (lo is None or hi is None) and isinstance(edges, (list, tuple)) and len(edges) == 2:
             lo, hi = num(edges[0]), num(edges[1])
         clo, chi = interval(_first(b, ("ci", "support_rate_ci", "rate_ci"), {}))
+        if clo is None and hi is not None:
+            clo, chi = num(b.get("ci_lo")), num(b.get("ci_hi"))
         rows.append({"category": str(b.get("category")), "lo": lo, "hi": hi,
-                     "n": num(_first(b, ("n", "count", "valid", "items"))),
+                     "n": num(_first(b, ("valid", "n", "count", "items"))),
                      "rate": num(_first(b, ("support_rate", "rate", "support"))), "ci_lo": clo, "ci_hi": chi})
     cols = ["category", "lo", "hi", "n", "rate", "ci_lo", "ci_hi"]
     df = pd.DataFrame(rows, columns=cols)
@@ -417,6 +458,11 @@ def coef_ci(x, ci) -> str:
     return s
 
 
+def _pvalue(x) -> str:
+    v = num(x)
+    return "n/a" if v is None else "< 0.001" if v < 0.001 else f"{v:.3f}"
+
+
 def _int(x) -> str:
     v = num(x)
     return "n/a" if v is None else f"{int(round(v)):,}"
@@ -469,7 +515,8 @@ def _config_line(c: dict) -> str:
         bits.append(f"retention floor {pct(c['floor'], 0)}%")
     if c.get("gate") is not None:
         g = c["gate"]
-        bits.append("gated " + (", ".join(map(str, g)) if isinstance(g, list) else str(g)))
+        bits.append("gate auto (the lowest-support category, chosen inside each fit fold)" if g == "auto" else
+                    "gated " + (", ".join(map(str, g)) if isinstance(g, list) else str(g)))
     if c.get("repeats") is not None and c.get("folds") is not None:
         bits.append(f"{c['repeats']} × {c['folds']}-fold persona-grouped cross-validation")
     if c.get("seed") is not None:
@@ -494,9 +541,8 @@ def findings(run: Run) -> list[str]:
         raw = list(dict.fromkeys(rates["raw_judge"]))
         judge = primary if primary in raw else raw[0]
         sub = rates[rates["raw_judge"] == judge].dropna(subset=["rate"]).sort_values("rate", kind="stable")
-        jrec = next((j for j in _records((run.get("robustness") or {}).get("judges", []), "judge")
-                     if str(j.get("judge")) == judge), {})
-        lowest = jrec.get("lowest_category") or jrec.get("lowest")
+        unit = next(u for u in robustness_units(run) if u["judge"] == judge and u["primary"])
+        lowest = unit["lowest"]
         if lowest not in set(sub["category"]) and not sub.empty:
             lowest = sub["category"].iloc[0]
         if lowest is not None and not sub.empty:
@@ -508,8 +554,8 @@ def findings(run: Run) -> list[str]:
                 nxt = rest.iloc[0]
                 s += f"; the next lowest is {nxt['category']} at {pct(nxt['rate'])}%"
             s += "."
-            gated = _gated(run)
-            pg = num(_first(jrec, ("p_gated_lowest", "prob_gated_lowest", "p_lowest")))
+            gated = unit["gated"] or _gated(run)
+            pg = unit["p_gated_lowest"]
             if gated:
                 gname = ", ".join(gated)
                 if lowest in gated:
@@ -518,6 +564,13 @@ def findings(run: Run) -> list[str]:
                     s += f" The gated category ({gname}) is not the lowest under this judge"
                 s += (f"; the bootstrap probability that {gname} is the lowest is {coef(pg, 3)}." if pg is not None
                       else ".")
+            summ = (run.get("robustness") or {}).get("summary") or {}
+            lg = summ.get("lowest_is_gated") if isinstance(summ, dict) else None
+            nj = num(summ.get("judges")) if isinstance(summ, dict) else None
+            if isinstance(lg, dict) and num(lg.get("judges")) is not None and nj and nj > 1:
+                k = int(num(lg["judges"]))
+                s += (f" The lowest-support category is the gated one under {'every judge' if k == nj else 'none of the judges' if k == 0 else f'{k} of {int(nj)} judges'}"
+                      + (f" ({k} of {int(nj)})" if k == nj else "") + ".")
             out.append(s)
     # targeted vs global
     paired = cmp_.get("paired") or {}
@@ -574,7 +627,8 @@ def findings(run: Run) -> list[str]:
     alpha = num(agr.get("krippendorff_alpha"))
     if alpha is not None:
         lo, hi = interval(agr.get("krippendorff_alpha"))
-        out.append(f"Across {len(agr.get('judges') or [])} judges, Krippendorff's α is {coef(alpha)}"
+        n_j = len(set(map(str, agr.get("judges") or [])) | {str(p.get(k)) for p in agr.get("pairs", []) for k in "ab"})
+        out.append(f"Across {n_j} judges, Krippendorff's α is {coef(alpha)}"
                    + (f" (95% CI {coef(lo)}–{coef(hi)})" if lo is not None and hi is not None else "") + ".")
     return out
 
@@ -584,21 +638,23 @@ def _n_folds(c: dict) -> int | None:
     return int(r * k) if r is not None and k is not None else None
 
 
-def _judge_holds(run: Run) -> list[tuple[str, dict[str, bool | None]]]:
-    """Per robustness judge: does targeted ≥ global hold on faithfulness and on coverage?"""
-    out = []
-    for j in _records((run.get("robustness") or {}).get("judges", []), "judge"):
-        sub = _first(j, ("compare", "table1", "table_1", "comparison"), {})
-        paired = (sub.get("paired") if isinstance(sub, dict) else None) or j.get("paired") or {}
-        res = {}
-        for m in ("faithfulness", "coverage"):
-            flag = _first(j, (f"{m}_holds", f"holds_{m}"))
-            if isinstance(flag, bool):
-                res[m] = flag
-            else:
-                v = num((paired.get(m) or {}).get("mean")) if isinstance(paired.get(m), dict) else None
-                res[m] = None if v is None else v >= 0
-        out.append((str(j.get("judge")), res))
+def unit_holds(unit: dict) -> dict[str, bool | None]:
+    """targeted ≥ global on the held-out fold mean of faithfulness and of coverage (as
+    robustness.json's summary counts it); None when a metric was not measured."""
+    t = unit["table"] or {}
+    pols = t.get("policies") or {}
+    out: dict[str, bool | None] = {}
+    for m in ("faithfulness", "coverage"):
+        tm = (pols.get("targeted") or {}).get(m)
+        gm = (pols.get("global") or {}).get(m)
+        tv = num(tm.get("mean")) if isinstance(tm, dict) else None
+        gv = num(gm.get("mean")) if isinstance(gm, dict) else None
+        if tv is not None and gv is not None:
+            out[m] = tv >= gv
+        else:
+            p = (t.get("paired") or {}).get(m)
+            v = num(p.get("mean")) if isinstance(p, dict) else None
+            out[m] = None if v is None else v >= 0
     return out
 
 
@@ -607,28 +663,36 @@ def _ordering_summary(run: Run) -> str | None:
     if not rob:
         return None
     summ = rob.get("summary") if isinstance(rob.get("summary"), dict) else {}
-    holds = _judge_holds(run)
-    total = num(_first(summ, ("judges", "n_judges", "total")))
+    units = robustness_units(run)
+    prim = [u for u in units if u["primary"]]
     parts = []
     for m in ("faithfulness", "coverage"):
-        k = num(_first(summ, (f"{m}_holds", f"holds_{m}", f"{m}")))
-        failing = [judge_label(j, run) for j, r in holds if r.get(m) is False]
-        n = total if total is not None else (len(holds) or None)
-        if k is None:
-            known = [r.get(m) for _, r in holds if r.get(m) is not None]
-            if not known:
-                continue
+        sm = summ.get(m)
+        failing = [judge_label(u["judge"], run) for u in prim if unit_holds(u)[m] is False]
+        ku = nu = None
+        if isinstance(sm, dict) and num(sm.get("judges")) is not None:
+            k = num(sm["judges"])
+            n = num(sm.get("judges_with_coverage")) if m == "coverage" and "judges_with_coverage" in sm \
+                else num(summ.get("judges"))
+            ku = num(sm.get("units"))
+            nu = num(sm.get("units_with_coverage")) if m == "coverage" and "units_with_coverage" in sm \
+                else num(summ.get("units"))
+        else:
+            known = [unit_holds(u)[m] for u in prim if unit_holds(u)[m] is not None]
             k, n = sum(known), len(known)
-        if n is None:
+        if not n:
             continue
         k, n = int(k), int(n)
         if k == n:
-            parts.append(f"on {_METRIC_NAMES[m]} under every judge ({k} of {n})")
+            phrase = f"on {_METRIC_NAMES[m]} under every judge ({k} of {n})"
         elif k == 0:
-            parts.append(f"on {_METRIC_NAMES[m]} under none of the {n} judges")
+            phrase = f"on {_METRIC_NAMES[m]} under none of the {n} judges"
         else:
-            parts.append(f"on {_METRIC_NAMES[m]} under {k} of {n} judges"
-                         + (f" (not under {', '.join(failing)})" if failing else ""))
+            phrase = f"on {_METRIC_NAMES[m]} under {k} of {n} judges" + \
+                     (f" (not under {', '.join(failing)})" if failing else "")
+        if ku is not None and nu is not None and nu > n:
+            phrase += f" and in {int(ku)} of {int(nu)} judge × replicate units"
+        parts.append(phrase)
     if not parts:
         return None
     return "The ordering targeted ≥ global holds " + "; ".join(parts) + "."
@@ -641,11 +705,12 @@ def _ordering_summary(run: Run) -> str | None:
 def table1(c: dict, judge_note: str = "", number: str = "1") -> Table:
     """Table 1 as the paper lays it out: fold mean ± SD in percent, change against write-all in
     points, and the paired targeted − global row with its 95% interval in brackets."""
-    header = ["Policy", "Faithfulness (%)", "Δ faith. vs write-all (pts)", "Retention (%)",
-              "Est. coverage (%)", "Δ coverage vs write-all (pts)"]
+    header = ["Policy", "Faithfulness (%)", "Retention (%)", "Est. coverage (%)", "Δ faith. vs write-all (pts)",
+              "Δ coverage vs write-all (pts)"]
     rows = []
     wa = c.get("write_all") or {}
-    rows.append(["Write-all", pct(wa.get("faithfulness")), "—", pct(wa.get("retention")), pct(wa.get("coverage")), "—"])
+    rows.append(["Write-all (full sample)", pct(wa.get("faithfulness")), pct(wa.get("retention")),
+                 pct(wa.get("coverage")), "—", "—"])
     pols = c.get("policies") or {}
     gate = c.get("gate")
     gate_s = ", ".join(map(str, gate)) if isinstance(gate, list) else (str(gate) if gate else "")
@@ -663,8 +728,8 @@ def table1(c: dict, judge_note: str = "", number: str = "1") -> Table:
         label = _POLICY_NAMES.get(name, name)
         if name == "targeted" and gate_s:
             label = f"Targeted ({gate_s})"
-        rows.append([label, ms(pol, "faithfulness"), pts(pol.get("delta_faithfulness")), ms(pol, "retention"),
-                     ms(pol, "coverage"), pts(pol.get("delta_coverage"))])
+        rows.append([label, ms(pol, "faithfulness"), ms(pol, "retention"), ms(pol, "coverage"),
+                     pts(pol.get("delta_faithfulness")), pts(pol.get("delta_coverage"))])
     paired = c.get("paired") or {}
     if paired:
         def pi(m):
@@ -675,7 +740,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1") -> Table:
             if num(p.get("lo")) is not None and num(p.get("hi")) is not None:
                 s += f" [{pts(p['lo'])}, {pts(p['hi'])}]"
             return s
-        rows.append(["Targeted − global (paired)", pi("faithfulness"), "", pi("retention"), pi("coverage"), ""])
+        rows.append(["Targeted − global (paired)", pi("faithfulness"), pi("retention"), pi("coverage"), "", ""])
     nb = []
     n_folds = _n_folds(c)
     for m in ("faithfulness", "retention", "coverage"):
@@ -686,7 +751,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1") -> Table:
                 s += f" (same sign in {int(num(p['same_sign']))}/{n_folds} folds)"
             nb.append(s)
     notes = ("Entries are fold means ± standard deviations over held-out folds, in percent; Δ columns are changes "
-             "against write-all in points. Write-all is the fixed full-sample reference. Brackets in the final row "
+             "of the fold mean against write-all in points. Write-all is the fixed full-sample reference. Brackets in the final row "
              "are paired 95% intervals (2.5–97.5 percentiles of per-fold differences). Post-threshold coverage "
              "is estimated.")
     if nb:
@@ -761,7 +826,9 @@ def _agreement_tables(run: Run) -> list[Table]:
 def _robustness_tables(run: Run) -> list[Table]:
     rob = run.get("robustness") or {}
     out = []
-    rates = support_rates(run)
+    units = robustness_units(run)
+    # every unit as a column while that stays readable; otherwise each judge's first replicate
+    rates = support_rates(run, primary_only=len(units) > 6)
     if not rates.empty:
         judges = list(dict.fromkeys(rates["judge"]))
         cats = list(dict.fromkeys(rates["category"]))
@@ -774,45 +841,48 @@ def _robustness_tables(run: Run) -> list[Table]:
             rows.append(row)
         out.append(Table("Support by category, % [95% CI]. Data: robustness.json (persona-cluster bootstrap).",
                          ["Category"] + judges, rows))
-    holds = dict(_judge_holds(run))
+    yn = {True: "yes", False: "no", None: "n/a"}
     jrows = []
-    for j in _records(rob.get("judges", []), "judge"):
-        name = str(j.get("judge"))
-        low = j.get("lowest_category") or j.get("lowest")
-        sub = rates[(rates["raw_judge"] == name) & (rates["category"] == low)] if low is not None else rates.iloc[0:0]
-        low_s = f"{low} ({pct(sub['rate'].iloc[0])}%)" if not sub.empty else (str(low) if low else "n/a")
-        cmp_ = _first(j, ("compare", "table1", "table_1", "comparison"), {})
-        paired = (cmp_.get("paired") if isinstance(cmp_, dict) else None) or j.get("paired") or {}
+    for u in units:
+        low = u["lowest"]
+        rate = next((c["rate"] for c in u["categories"] if c["category"] == low), None)
+        low_s = f"{low} ({pct(rate)}%)" if rate is not None else (str(low) if low else "n/a")
+        t = u["table"] or {}
+        pols, paired = t.get("policies") or {}, t.get("paired") or {}
 
-        def pd_(m):
+        def mean(pol, m="faithfulness"):
+            d = (pols.get(pol) or {}).get(m)
+            return pct(d.get("mean")) if isinstance(d, dict) else "n/a"
+
+        def diff(m):
             p = paired.get(m)
             if not isinstance(p, dict) or num(p.get("mean")) is None:
                 return "n/a"
             s = pts(p["mean"])
             return s + (f" [{pts(p['lo'])}, {pts(p['hi'])}]" if num(p.get("lo")) is not None and num(p.get("hi")) is not None else "")
 
-        h = holds.get(name, {})
-        yn = {True: "yes", False: "no", None: "n/a"}
-        jrows.append([judge_label(name, run), low_s,
-                      coef(_first(j, ("p_gated_lowest", "prob_gated_lowest", "p_lowest"))),
-                      pd_("faithfulness"), pd_("coverage"), yn[h.get("faithfulness")], yn[h.get("coverage")]])
+        h = unit_holds(u)
+        jrows.append([u["label"], low_s, ", ".join(u["gated"] or []) or "n/a", coef(u["p_gated_lowest"]),
+                      f"{mean('global')} / {mean('targeted')}", diff("faithfulness"), diff("coverage"),
+                      yn[h["faithfulness"]], yn[h["coverage"]]])
     if jrows:
-        gate = ", ".join(_gated(run)) or "the gated category"
         out.append(Table(f"Robustness across judges. Data: robustness.json — {_config_line(rob)}.",
-                         ["Judge", "Lowest category", f"P({gate} lowest)", "Targeted − global faith. (pts)",
-                          "Targeted − global coverage (pts)", "Holds on faith.", "Holds on coverage"], jrows,
-                         "Thresholds refit under each judge; brackets are paired 95% intervals. "
-                         + (_ordering_summary(run) or "")))
-    tau = _first(rob, ("kendall_tau_b", "kendall_tau", "tau_b", "kendall"))
+                         ["Judge", "Lowest category (%)", "Gated", "P(gated is lowest)",
+                          "Faith. global / targeted (%)", "Targeted − global faith. (pts)",
+                          "Targeted − global coverage (pts)", "Targeted ≥ global: faith.", "coverage"], jrows,
+                         "Thresholds refit under each judge's labels; faithfulness are held-out fold means; "
+                         "brackets are paired 95% intervals (percentiles of per-fold differences); P(gated is "
+                         "lowest) is the persona-bootstrap probability. " + (_ordering_summary(run) or "")))
+    tau = _first(rob, ("kendall", "kendall_tau_b", "kendall_tau", "tau_b"))
     trows = []
     for t in _records(tau, "pair") if isinstance(tau, (list, dict)) else []:
-        if "a" in t and "b" in t:
-            trows.append([judge_label(t["a"], run), judge_label(t["b"], run),
-                          coef(_first(t, ("tau", "tau_b", "value"))), coef(t.get("p_value"))
-                          if t.get("p_value") is not None else "n/a"])
+        a, b = _first(t, ("judge_a", "a")), _first(t, ("judge_b", "b"))
+        if a is not None and b is not None:
+            trows.append([judge_label(a, run), judge_label(b, run), coef(_first(t, ("tau", "tau_b", "value"))),
+                          _pvalue(t.get("p_value")), _int(t.get("n_categories"))])
     if trows:
         out.append(Table("Kendall's τ-b between judges' category support rates. Data: robustness.json.",
-                         ["Judge A", "Judge B", "τ-b", "p-value"], trows))
+                         ["Judge A", "Judge B", "τ-b", "p-value", "Categories"], trows))
     elif num(tau) is not None:
         out.append(Table("Kendall's τ-b between judges' category support rates. Data: robustness.json.",
                          ["Statistic", "Value"], [["τ-b", coef(tau)]]))
@@ -824,8 +894,8 @@ def _calibration_table(run: Run, cat: str | None) -> Table | None:
     if cal.empty or cat is None or cat not in set(cal["category"]):
         return None
     sub = cal[cal["category"] == cat].sort_values("lo", kind="stable")
-    rows = [[f"{coef(r.lo, 2)}–{coef(r.hi, 2)}", _int(r.n), pct_ci(r.rate, [r.ci_lo, r.ci_hi])]
-            for r in sub.itertuples()]
+    rows = [[coef(r.lo, 2) if r.lo == r.hi else f"{coef(r.lo, 2)}–{coef(r.hi, 2)}", _int(r.n),
+             pct_ci(r.rate, [r.ci_lo, r.ci_hi])] for r in sub.itertuples()]
     judge = (run.get("calibration") or {}).get("judge")
     jn = f" (judge {judge_label(judge, run)})" if judge else ""
     return Table(f"Calibration of the {cat} category{jn}: support by confidence bin. Data: calibration.json.",
@@ -884,8 +954,12 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
             sweep = sweep[sweep[x].notna()]
         if not points.empty:
             points = points[points[x].notna() & points["faithfulness"].notna()]
+        tsweep = sweep_frame(run, "targeted")
+        tsweep = tsweep[tsweep[x].notna()] if not tsweep.empty else tsweep
+        gated = ", ".join(_gated(run))
         save("faithfulness_vs_coverage",
-             F.faithfulness_vs_coverage(sweep, points, floor=floor, x=x,
+             F.faithfulness_vs_coverage(sweep, points, floor=floor, x=x, targeted_sweep=tsweep,
+                                        targeted_label=f"Targeted threshold sweep ({gated})" if gated else None,
                                         title=None if x == "coverage" else "Faithfulness vs retention"),
              ("Faithfulness against estimated coverage" if x == "coverage" else
               "Faithfulness against retention (no coverage in this run)")
@@ -902,12 +976,13 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
              + (f"; {emph} emphasised with 95% intervals and counts" if emph else "")
              + "; lower panel: candidates per bin. Data: calibration.json.")
     flips = flip_frame(run)
-    if not flips.empty:
+    if flips["flip_rate"].notna().any():
         save("flip_rate", F.flip_rate_by_category(flips),
              "Re-score flip rate by category with 95% persona-cluster intervals, per judge. Data: noise.json.")
     pairs = pair_frame(run)
     if not pairs.empty:
-        judges = [judge_label(j, run) for j in (run.get("agreement") or {}).get("judges", [])] or None
+        listed = [judge_label(j, run) for j in (run.get("agreement") or {}).get("judges", [])]
+        judges = list(dict.fromkeys(listed + list(pairs["a"]) + list(pairs["b"])))
         save("agreement", F.agreement_matrix(pairs, judges),
              "Pairwise Cohen's κ and Gwet's AC1 between judges. Data: agreement.json.")
     diffs = fold_diff_frame(run)
@@ -1008,6 +1083,10 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         blocks += _agreement_tables(run)
         fig("agreement")
     blocks.append(Heading("Run"))
+    ci = run.get("compare_inputs")
+    if ci:
+        blocks.append(Table("Inputs of the policy comparison. Data: compare_inputs.json.", ["Input", "Value"],
+                            [[str(k), ", ".join(map(str, v)) if isinstance(v, list) else str(v)] for k, v in ci.items()]))
     for t in (_config_table(run), _labels_summary(run), inv):
         if t is not None:
             blocks.append(t)
