@@ -21,7 +21,7 @@ import openai
 from pydantic import BaseModel
 
 from memjudge.errors import UsageError
-from memjudge.judges import JudgeCall, JudgeConfig, Prompt, make_judge
+from memjudge.judges import JudgeCall, Prompt, make_judge
 from memjudge.retry import call_with_retry
 
 KEY = "sk-test-SECRET-0123456789"
@@ -239,6 +239,15 @@ def test_openai_base_url_from_environment_is_used_and_named(monkeypatch, fake_se
     assert fake_server.count(route="openai.chat") == 1
 
 
+def test_openai_request_body_is_what_is_sent(monkeypatch, fake_server):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    judge = make_judge("openai:gpt-4o-mini", base_url=fake_server.openai_base_url, seed=3)
+    ask(judge)
+    sent = {k: v for k, v in fake_server.requests[0].json.items() if k != "stream"}
+    assert judge.request_body(make_call()) == sent
+    json.dumps(sent)  # ready for a batch file
+
+
 def test_real_openai_gets_max_completion_tokens(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     params = make_judge("openai:gpt-4o-mini", max_output_tokens=50).request_params(make_call())
@@ -287,10 +296,6 @@ def test_malformed_answer_is_returned_unparsed_then_a_good_one(provider, make, f
 
 def test_openai_refusal_is_a_safety_answer(monkeypatch, fake_server):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-
-    def refuse(server, req):
-        raise AssertionError("not called")
-
     from fake_server import openai_chat
 
     def handler(server, req, fault):

@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx2
 import openai
+import pydantic
+from openai.lib._parsing import type_to_response_format_param
 from openai.types.chat import ChatCompletion
 
 from memjudge.errors import UsageError
@@ -102,6 +104,12 @@ class OpenAIJudge(Judge):
             params["reasoning_effort"] = cfg.options["reasoning_effort"]
         return params
 
+    def request_body(self, call: JudgeCall) -> dict[str, Any]:
+        """The JSON body `generate` sends for this call (e.g. one line of a batch file)."""
+        params = self.request_params(call)
+        params["response_format"] = type_to_response_format_param(call.schema)
+        return params
+
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         # The raw response keeps the answer text when the SDK's parse raises (truncation,
         # content filter, text that does not fit the schema).
@@ -110,8 +118,9 @@ class OpenAIJudge(Judge):
             completion: ChatCompletion = response.parse()
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
             completion = exc.completion
-        except ValueError:  # the SDK's pydantic parse of an answer that does not fit the schema
-            completion = ChatCompletion.model_validate(response.http_response.json())
+        except pydantic.ValidationError:  # the answer text does not fit the schema
+            # The SDK's own lenient construction, as its parse would have done.
+            completion = ChatCompletion.construct(**response.http_response.json())
         answer = self.to_answer(completion, call)
         request_id = response.headers.get("x-request-id")
         if request_id:
