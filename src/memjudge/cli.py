@@ -360,7 +360,23 @@ def cmd_report(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    return _not_yet("simulate")
+    from memjudge.io import dumps
+    from memjudge.simulate import simulate
+
+    corpus = simulate(preset=args.preset, seed=args.seed, personas=args.personas, config=args.config, out=args.out)
+    summary = dict(corpus.summary(), out=args.out, preset=args.preset, seed=args.seed, simulated=True,
+                   files={name: f"{args.out}/{name}.jsonl" for name in corpus.FILES})
+    if args.json:
+        print(dumps(summary, indent=2))
+    else:
+        s = summary
+        print(f"simulated {s['personas']} personas, {s['candidates']} candidates, {s['facts']} reference facts "
+              f"(preset {args.preset}, seed {args.seed}) -> {args.out}")
+        print(f"support: {100 * s['support']:.2f}% overall, values {100 * (s['support_values'] or 0):.1f}% "
+              f"({100 * s['values_share']:.1f}% of candidates), other {100 * (s['support_other'] or 0):.1f}%; "
+              f"write-all coverage {100 * s['coverage']:.1f}%")
+        print("kinds: " + ", ".join(f"{k} {v}" for k, v in sorted(s["kinds"].items())))
+    return 0
 
 
 def cmd_demo(args) -> int:
