@@ -7,8 +7,8 @@ The any-flip rate is the share of items with more than one distinct verdict. Nul
 are excluded and counted.
 
 Intervals are 95% persona-cluster percentile bootstrap: per-persona totals (items, summed
-flip probabilities, items with any flip) are computed once and every resample is a row of
-`cluster_weights(...) @ totals`.
+flip probabilities, items with any flip) of every judge and category are computed once and
+all resamples are one product `cluster_weights(...) @ totals`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_sums, cluster_weights, format_interval, interval_pairs
+from memjudge.bootstrap import B_DEFAULT, cluster_weights, format_interval, interval_pairs
 from memjudge.errors import UsageError
 
 
@@ -79,7 +79,11 @@ def flip_rates(persona: np.ndarray, group: np.ndarray, flip: np.ndarray, any_fli
 
 @dataclass
 class NoiseResult:
-    """Flip rates per judge and rubric (`judges`) and per category (`by_category`)."""
+    """Flip rates per judge and rubric (`judges`) and per category (`by_category`).
+
+    `items`: items with at least two valid replicates; `replicates`: distinct replicate
+    indices of the judge; `excluded_null`: label rows with a null verdict. Interval columns
+    are `<rate>_lo` / `<rate>_hi`."""
 
     judges: pd.DataFrame
     by_category: pd.DataFrame
