@@ -17,7 +17,9 @@ named `verdict` gets `expected_verdict(item)`, where `item` is the text between 
 `<<<ASSERTION` and `ASSERTION>>>` markers (the whole user message when there are none):
 rule "marker" (default) says "unsupported" iff the item contains UNSUPPORTED_MARKER; rule
 "hash" gives a stable mix of both labels from sha256(item). A supported verdict's `evidence`
-quotes the first words of the `<<<SOURCE` block verbatim. Set `server.answer_fn` to answer
+quotes the first words of the `<<<SOURCE` block verbatim. A coverage prompt (with an
+`<<<ASSERTIONS` block) gets `facts` = `coverage_facts(user)`: each listed fact (or source
+sentence) covered by the assertions whose text contains it. Set `server.answer_fn` to answer
 anything else.
 
 Routing. `ROUTES` is a table of (method, regex, name, provider, handler). Faults are applied
@@ -403,7 +405,8 @@ def synthesize(schema: Any, root: dict | None = None, hints: dict[str, Any] | No
     if kind == "object":
         return {k: synthesize(v, root, hints, k) for k, v in (schema.get("properties") or {}).items()}
     if kind == "array":
-        return []
+        hint = hints.get(name)
+        return hint if isinstance(hint, list) else []
     if kind == "string":
         hint = hints.get(name)
         return hint if isinstance(hint, str) else ""
@@ -414,13 +417,36 @@ def synthesize(schema: Any, root: dict | None = None, hints: dict[str, Any] | No
     return None
 
 
+def _listed(block: str | None) -> list[tuple[str, str]]:
+    return re.findall(r"^\[(.+?)\] (.*)$", block or "", flags=re.M)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .")
+
+
+def coverage_facts(user: str) -> list[dict[str, Any]]:
+    """The coverage answer: each fact of the `<<<FACTS` block (else each sentence of the
+    source, as F1, F2, ...) with the `<<<ASSERTIONS` whose text contains the fact's text."""
+    facts = _listed(_block(user, "FACTS"))
+    if not facts:
+        sentences = [t for t in re.split(r"(?<=[.!?])\s+|\n+", _block(user, "SOURCE") or "") if t.strip()]
+        facts = [(f"F{i}", t.strip()) for i, t in enumerate(sentences, 1)]
+    assertions = _listed(_block(user, "ASSERTIONS"))
+    return [{"fact_id": fid, "fact": text, "covered_by": [aid for aid, at in assertions if _norm(text) in _norm(at)]}
+            for fid, text in facts]
+
+
 def default_answer(server: FakeServer, req: RecordedRequest) -> str:
     user = req.user or ""
     item = _block(user, "ASSERTION", last=True) or user
     source = _block(user, "SOURCE") or ""
     verdict = expected_verdict(item, server.verdict_rule)
     evidence = " ".join(source.split()[:8]) if verdict == "supported" else ""
-    hints = {"verdict": verdict, "evidence": evidence, "rationale": f"fake judge ({server.verdict_rule} rule)"}
+    hints: dict[str, Any] = {"verdict": verdict, "evidence": evidence,
+                             "rationale": f"fake judge ({server.verdict_rule} rule)"}
+    if "<<<ASSERTIONS" in user:
+        hints["facts"] = coverage_facts(user)
     schema = req.generation.get("schema")
     if not isinstance(schema, dict):
         return json.dumps(hints)

@@ -455,6 +455,32 @@ def test_fake_answers_any_schema():
                      "score": 0, "ok": False}
 
 
+class CoveredFact(BaseModel):
+    fact_id: str
+    fact: str
+    covered_by: list[str]
+
+
+class CoverageAnswer(BaseModel):
+    facts: list[CoveredFact]
+
+
+@pytest.mark.parametrize("with_facts", [True, False])
+def test_fake_coverage_answer(provider, make, with_facts):
+    facts = "<<<FACTS\n[f1] Has a cat named Miso\n[f2] Works as a nurse\nFACTS>>>\n" if with_facts else ""
+    user = (f"<<<SOURCE\n{SOURCE}\nSOURCE>>>\n{facts}<<<ASSERTIONS\n"
+            "[a1] The user has a cat named Miso.\n[a2] The user likes jazz.\n"
+            "[a3] The user works as a nurse on night shifts, and has a cat named Miso\n"
+            "[a4] Says: I work as a nurse on night shifts.\nASSERTIONS>>>")
+    call = JudgeCall("c", "coverage@test", Prompt(SYSTEM, user), CoverageAnswer, 0, {"persona_id": "p1"})
+    answer = ask(make(), call)
+    got = {f["fact_id"]: f["covered_by"] for f in answer.parsed["facts"]}
+    if with_facts:
+        assert got == {"f1": ["a1", "a3"], "f2": ["a3"]}
+    else:
+        assert got == {"F1": [], "F2": ["a4"]}
+
+
 def test_fake_hash_rule_end_to_end(provider, make, fake_server):
     fake_server.verdict_rule = "hash"
     texts = [f"The user enjoys activity number {i}." for i in range(6)]
