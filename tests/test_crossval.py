@@ -338,3 +338,11 @@ def test_cli_bad_input_is_one_line_exit_2(cli, files, tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     r = cli("compare", files["cand"], "--labels", files["labels"], "--folds", "1")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_engine_targeted_with_every_category_gated_equals_global():
+    cand, lab, cov = synthetic(n_personas=20, seed=9)
+    gate = ",".join(sorted(cand["category"].unique()))
+    d = compare(cand, lab, cov, gate=gate, repeats=2, folds=4).folds_detail
+    g, t = d[d.policy == "global"].reset_index(drop=True), d[d.policy == "targeted"].reset_index(drop=True)
+    assert g.drop(columns="policy").equals(t.drop(columns="policy"))

@@ -347,7 +347,7 @@ class _Engine:
         opt_g = sorted_options(conf[idx_all], valid[idx_all], sup[idx_all])
         tg = float(opt_g.thresholds[choose(opt_g, n_fit, 0, 0, 0, floor)])
         out["global"] = np.full(C, tg)
-        if gate == "auto":
+        if isinstance(gate, str):  # "auto"
             low = lowest_support_category(cat[fit], valid[fit], sup[fit])
             gcodes = np.array([int(low)] if low is not None else [], dtype=np.int64)
         else:
