@@ -522,6 +522,17 @@ def test_fake_fault_filters_and_custom_routes(monkeypatch, fake_server):
     assert fake_server.counters["status:429"] == 1
 
 
+def test_fake_serves_gemini_default_api_version(fake_server):
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(api_key=KEY, http_options=types.HttpOptions(base_url=fake_server.url))
+    response = client.models.generate_content(model="gemini-2.0-flash", contents="hello")
+    client.close()
+    assert response.candidates[0].finish_reason == types.FinishReason.STOP
+    assert fake_server.requests[0].path == "/v1/models/gemini-2.0-flash:generateContent"
+
+
 def test_fake_unknown_path_is_404(fake_server):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(f"{fake_server.url}/v2/nothing")
