@@ -531,6 +531,25 @@ def _plural_vp(vp: str) -> str:
     return f"{base} {rest}".strip()
 
 
+_ATTRIBUTIONS = ("mentioned in their posts", "stated by the user", "from their messages", "noted in a journal entry",
+                 "per their profile", "said in a message to a friend", "according to their notes", "mentioned more than once")
+
+
+def _dedupe_texts(rows: list[dict]) -> None:
+    """An extractor's output is deduplicated before the write boundary: make every text of a
+    persona distinct by attributing repeats to where they were read."""
+    seen: set[str] = set()
+    for r in rows:
+        text = r["text"]
+        k = 0
+        while text in seen:
+            tag = _ATTRIBUTIONS[k] if k < len(_ATTRIBUTIONS) else f"mention {k - len(_ATTRIBUTIONS) + 2}"
+            text = f"{r['text'][:-1]} ({tag})."
+            k += 1
+        r["text"] = text
+        seen.add(text)
+
+
 def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -> tuple[list[dict], list[dict], str]:
     """(assertions, facts, source) for one persona; `cands` has category, confidence,
     implied, supported (from the corpus-wide allocation)."""
@@ -641,6 +660,7 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
             text, cue = P.wrong_person(cat)
         r.update(kind=kind, text=text, facts=[], evidence="", cue=cue, contradicts=contradicts)
 
+    _dedupe_texts(rows)
     source = P.source()
     facts = [dict(persona_id=pid, fact_id=f["fact_id"], text=f["text"], category=f["category"], stated=f["stated"],
                   sentence=f["sentence"]) for f in P.facts]

@@ -1,0 +1,258 @@
+"""Simulated judges `sim:NAME`: answer from a corpus's truth through a declared noise model.
+
+For simulation studies only (spec §3): every answer says it is simulated, and the engine marks
+the run `simulated: true` from `Judge.simulated`. The noise model, declared in a panel file:
+
+    [[judge]]
+    spec = "sim:paper"
+    [judge.options]
+    truth = "runs/sim/truth.jsonl"      # or the corpus folder written by `memjudge simulate`
+    sensitivity = 0.98                  # P(says supported | supported); a number or a table per category
+    specificity = { default = 0.93, values = 0.90 }   # P(says unsupported | unsupported)
+    leniency = 0.15                     # P(accepts an over-inference) (replaces specificity for them)
+    strictness = 0.0                    # P(rejects a supported assertion read from an implied fact)
+    flip_rate = 0.0471                  # P(two re-scores of one item differ)
+    coverage_recall = 0.97              # P(a stating assertion is listed for its fact)
+    coverage_false = 0.01               # P(a fact gets one wrong assertion id listed)
+    seed = 0
+
+Each item has a modal verdict drawn once from (sensitivity, specificity, leniency,
+strictness); each replicate flips it independently with probability e, where
+2e(1 - e) = flip_rate, so the expected share of replicate pairs that disagree is exactly the
+declared flip rate. Every draw is a hash of (seed, assertion, replicate): answers are
+deterministic, hence cacheable, and a new replicate is a new draw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from memjudge.errors import InputError, UsageError
+from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usage
+
+# Built-in noise models by NAME; any other NAME starts from "paper". `paper` mirrors the
+# paper's primary judge: a 4.71% re-score flip rate.
+PROFILES: dict[str, dict[str, Any]] = {
+    "paper": dict(sensitivity=0.98, specificity=0.93, leniency=0.15, strictness=0.0, flip_rate=0.0471,
+                  coverage_recall=0.97, coverage_false=0.01),
+    "lenient": dict(sensitivity=0.99, specificity=0.85, leniency=0.60, strictness=0.0, flip_rate=0.03,
+                    coverage_recall=0.99, coverage_false=0.03),
+    "strict": dict(sensitivity=0.93, specificity=0.97, leniency=0.03, strictness=0.30, flip_rate=0.06,
+                   coverage_recall=0.92, coverage_false=0.0),
+    "noisy": dict(sensitivity=0.90, specificity=0.75, leniency=0.40, strictness=0.10, flip_rate=0.12,
+                  coverage_recall=0.85, coverage_false=0.05),
+    "perfect": dict(sensitivity=1.0, specificity=1.0, leniency=0.0, strictness=0.0, flip_rate=0.0,
+                    coverage_recall=1.0, coverage_false=0.0),
+}
+OPTIONS = ("truth", "profile", "seed", *PROFILES["paper"])
+_TRUTH_CACHE: dict[str, "_Truth"] = {}
+
+
+def flip_probability(flip_rate: float) -> float:
+    """Per-replicate flip probability e with 2e(1 - e) = flip_rate (pairwise disagreement)."""
+    if not 0 <= flip_rate <= 0.5:
+        raise UsageError(f"flip_rate must be in [0, 0.5], got {flip_rate}")
+    return (1 - math.sqrt(1 - 2 * flip_rate)) / 2
+
+
+def _uniform(*parts: Any) -> float:
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
+
+
+class _Truth:
+    """truth.jsonl (and facts.jsonl beside it, if any) of a simulated corpus."""
+
+    def __init__(self, path: Path):
+        from memjudge.io import read_facts, read_table
+
+        self.path = path
+        df = read_table(path)
+        for col in ("assertion_id", "persona_id", "kind"):
+            if col not in df.columns:
+                raise InputError(path, f"missing required column {col!r} (is this a truth.jsonl from memjudge simulate?)")
+        self.kind = dict(zip(df["assertion_id"].astype(str), df["kind"]))
+        self.category = dict(zip(df["assertion_id"].astype(str), df.get("category", [None] * len(df))))
+        self.evidence = dict(zip(df["assertion_id"].astype(str), df.get("evidence", [""] * len(df))))
+        self.cue = dict(zip(df["assertion_id"].astype(str), df.get("cue", [None] * len(df))))
+        self.stated = dict(zip(df["assertion_id"].astype(str), df.get("stated", [None] * len(df))))
+        self.persona_assertions: dict[str, list[str]] = {}
+        self.stated_by: dict[str, list[str]] = {}
+        for aid, pid, fids in zip(df["assertion_id"].astype(str), df["persona_id"].astype(str), df.get("fact_ids", [[]] * len(df))):
+            self.persona_assertions.setdefault(pid, []).append(aid)
+            for f in fids or []:
+                self.stated_by.setdefault(str(f), []).append(aid)
+        self.facts: dict[str, list[tuple[str, str]]] = {}
+        facts_path = path.with_name("facts.jsonl")
+        if facts_path.is_file():
+            facts = read_facts(facts_path)
+            for pid, fid, text in zip(facts["persona_id"], facts["fact_id"], facts["text"]):
+                self.facts.setdefault(pid, []).append((fid, text))
+
+    @classmethod
+    def load(cls, where) -> "_Truth":
+        path = Path(where)
+        if path.is_dir():
+            path = path / "truth.jsonl"
+        if not path.is_file():
+            raise InputError(path, "no such file (the sim judge's `truth` option: truth.jsonl or the folder of memjudge simulate)")
+        key = str(path.resolve())
+        if key not in _TRUTH_CACHE:
+            _TRUTH_CACHE[key] = cls(path)
+        return _TRUTH_CACHE[key]
+
+
+def _block(text: str, name: str) -> list[tuple[str, str]] | None:
+    """[id] text lines of a <<<NAME ... NAME>>> block of a rendered prompt, or None."""
+    m = re.search(rf"<<<{name}\n(.*?)\n?{name}>>>", text, re.S)
+    if m is None:
+        return None
+    return re.findall(r"^\[([^\]\n]+)\] ?(.*)$", m.group(1), re.M)
+
+
+class SimJudge(Judge):
+    prefix = "sim"
+    simulated = True
+
+    def __init__(self, config: JudgeConfig):
+        super().__init__(config)
+        opts = dict(config.options)
+        unknown = [k for k in opts if k not in OPTIONS]
+        if unknown:
+            raise UsageError(f"judge {config.spec}: unknown option {unknown[0]!r} (known: {', '.join(OPTIONS)})")
+        profile = opts.get("profile", self.model if self.model in PROFILES else "paper")
+        if profile not in PROFILES:
+            raise UsageError(f"judge {config.spec}: unknown profile {profile!r} (known: {', '.join(PROFILES)})")
+        model = dict(PROFILES[profile])
+        model.update({k: v for k, v in opts.items() if k in model})
+        for k in ("sensitivity", "specificity"):
+            v = model[k]
+            table = v if isinstance(v, dict) else {"default": v}
+            for cat, p in table.items():
+                if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+                    raise UsageError(f"judge {config.spec}: {k}[{cat}] must be a probability, got {p!r}")
+            model[k] = {str(c): float(p) for c, p in table.items()}
+            model[k].setdefault("default", PROFILES[profile][k] if not isinstance(PROFILES[profile][k], dict) else 1.0)
+        for k in ("leniency", "strictness", "coverage_recall", "coverage_false", "flip_rate"):
+            v = model[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                raise UsageError(f"judge {config.spec}: {k} must be a probability, got {v!r}")
+        self.noise = model
+        self.profile = profile
+        self.flip_p = flip_probability(float(model["flip_rate"]))
+        seed = opts.get("seed", config.seed)
+        self.seed = int(seed) if seed is not None else 0
+        if "truth" not in opts:
+            raise UsageError(f"judge {config.spec}: needs options.truth (truth.jsonl or the folder written by memjudge simulate)")
+        self.truth_path = opts["truth"]
+        self._truth: _Truth | None = None
+
+    @property
+    def truth(self) -> _Truth:
+        if self._truth is None:
+            self._truth = _Truth.load(self.truth_path)
+        return self._truth
+
+    # -- the noise model ------------------------------------------------------------------
+    def _rate(self, name: str, category: str | None) -> float:
+        table = self.noise[name]
+        return table.get(category or "", table["default"])
+
+    def p_supported(self, kind: str, category: str | None, stated: str | None) -> float:
+        """P(the modal verdict is 'supported') for an assertion of this kind."""
+        if kind == "supported":
+            p = self._rate("sensitivity", category)
+            if stated == "implied":
+                p *= 1 - self.noise["strictness"]
+            return p
+        if kind == "over_inference":
+            return self.noise["leniency"]
+        return 1 - self._rate("specificity", category)
+
+    def verdict(self, assertion_id: str, replicate: int) -> tuple[str, bool]:
+        """(verdict, flipped) for one replicate of one assertion."""
+        t = self.truth
+        if assertion_id not in t.kind:
+            raise KeyError(f"assertion {assertion_id!r} is not in the sim judge's truth file {t.path}")
+        p = self.p_supported(t.kind[assertion_id], t.category.get(assertion_id), t.stated.get(assertion_id))
+        modal = _uniform(self.seed, "verdict", assertion_id) < p
+        flipped = _uniform(self.seed, "flip", assertion_id, replicate) < self.flip_p
+        return ("supported" if modal != flipped else "unsupported"), flipped
+
+    def labels(self, candidates, replicates: int = 1):
+        """Support labels for every candidate and replicate, without the scoring engine:
+        the same verdicts `memjudge score --judge sim:...` writes (a fast path for
+        simulation studies at full scale). Columns of spec §6; `simulated` is True."""
+        import pandas as pd
+
+        rows = []
+        for aid, pid, cat in zip(candidates["assertion_id"].astype(str), candidates["persona_id"].astype(str), candidates["category"].astype(str)):
+            for r in range(replicates):
+                obj = self._support_answer(aid, r)
+                rows.append((aid, pid, cat, r, obj["verdict"], obj["evidence"], obj["rationale"]))
+        df = pd.DataFrame(rows, columns=["assertion_id", "persona_id", "category", "replicate", "verdict", "evidence", "rationale"])
+        df.insert(3, "judge", self.spec)
+        df.insert(4, "rubric", "support")
+        df["judge_score"] = None
+        df["evidence_found"] = df["evidence"].str.len() > 0
+        df["error"] = None
+        df["cached"] = False
+        df["usage"] = None
+        df["latency_s"] = None
+        df["simulated"] = True
+        from memjudge.io import LABEL_COLUMNS
+
+        return df[LABEL_COLUMNS + ["simulated"]]
+
+    # -- answers ------------------------------------------------------------------------
+    async def generate(self, call: JudgeCall) -> JudgeAnswer:
+        rubric = call.rubric.split("@", 1)[0]
+        if rubric == "coverage" or ("assertion_id" not in call.item and "persona_id" in call.item):
+            obj = self._coverage(call)
+        else:
+            obj = self._support(call)
+        text = json.dumps(obj, ensure_ascii=False)
+        prompt_chars = len(call.prompt.system) + len(call.prompt.user)
+        usage = Usage(input_tokens=prompt_chars // 4, output_tokens=max(1, len(text) // 4))
+        return JudgeAnswer(text=text, finish_reason="stop", usage=usage, model_version=f"simulated:{self.profile}", parsed=obj)
+
+    def _support(self, call: JudgeCall) -> dict[str, Any]:
+        return self._support_answer(str(call.item["assertion_id"]), call.replicate)
+
+    def _support_answer(self, aid: str, replicate: int) -> dict[str, Any]:
+        verdict, flipped = self.verdict(aid, replicate)
+        t = self.truth
+        evidence = ""
+        if verdict == "supported":
+            # A judge that accepts an over-inference quotes the weak cue it read it from.
+            evidence = t.evidence.get(aid) or t.cue.get(aid) or ""
+            if not isinstance(evidence, str):
+                evidence = ""
+        note = "; a re-score flip" if flipped else ""
+        return {"verdict": verdict, "evidence": evidence, "rationale": f"simulated judge {self.spec} (noise model '{self.profile}'){note}"}
+
+    def _coverage(self, call: JudgeCall) -> dict[str, Any]:
+        pid = str(call.item["persona_id"])
+        t = self.truth
+        facts = _block(call.prompt.user, "FACTS")
+        if not facts:
+            facts = t.facts.get(pid, [])
+        shown = _block(call.prompt.user, "ASSERTIONS")
+        allowed = [a for a, _ in shown] if shown else t.persona_assertions.get(pid, [])
+        allowed_set = set(allowed)
+        recall, false = self.noise["coverage_recall"], self.noise["coverage_false"]
+        out = []
+        for fid, text in facts:
+            ids = [a for a in t.stated_by.get(fid, []) if a in allowed_set
+                   and _uniform(self.seed, "cover", pid, fid, a, call.replicate) < recall]
+            if allowed and _uniform(self.seed, "cover-false", pid, fid, call.replicate) < false:
+                wrong = allowed[int(_uniform(self.seed, "cover-which", pid, fid, call.replicate) * len(allowed))]
+                if wrong not in ids:
+                    ids.append(wrong)
+            out.append({"fact_id": fid, "fact": text, "covered_by": ids})
+        return {"facts": out}
