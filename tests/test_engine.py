@@ -1,0 +1,484 @@
+"""The scoring engine through its Python API and the CLI: caching and resume, replicates,
+re-asks, null verdicts (never a coerced label), evidence checks, SIGKILL safety, coverage."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, _PROVIDER_ENV
+from fake_server import Fault
+from memjudge import cli as memjudge_cli
+from memjudge.engine import MAX_REASKS, score, score_run
+from memjudge.errors import MemjudgeError, UsageError
+from memjudge.judges import JudgeAnswer, JudgeConfig, Usage
+from memjudge.ratelimit import RateLimiter
+from scripted_judge import UNSUPPORTED, ScriptedJudge, candidates_frame, sources_frame, support_answer
+
+N = 12
+GOOD = '{"verdict": "supported", "evidence": "", "rationale": "ok"}'
+
+
+def run(judge, tmp_path, n=N, **kw):
+    kw.setdefault("out", tmp_path / "run")
+    kw.setdefault("cache_dir", tmp_path / "cache")
+    return score_run(candidates_frame(n), sources_frame(n), judge, progress=False, **kw)
+
+
+def write_inputs(tmp_path: Path, n: int = N, per_persona: int = 4) -> tuple[Path, Path]:
+    cand, src = tmp_path / "candidates.jsonl", tmp_path / "sources.jsonl"
+    candidates_frame(n, per_persona).to_json(cand, orient="records", lines=True)
+    sources_frame(n, per_persona).to_json(src, orient="records", lines=True)
+    return cand, src
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# ---------------------------------------------------------------------------------------
+# Python API with an in-process judge
+
+
+def test_labels_columns_and_verdicts(tmp_path):
+    j = ScriptedJudge()
+    r = run(j, tmp_path)
+    df = r.labels
+    assert list(df.columns[:15]) == ["assertion_id", "persona_id", "category", "judge", "rubric", "replicate", "verdict", "judge_score",
+                                     "evidence", "evidence_found", "rationale", "error", "cached", "usage", "latency_s"]
+    assert {"finish_reason", "model_version", "batch"} <= set(df.columns)  # "batch" is the candidates' extra column
+    expected = ["unsupported" if UNSUPPORTED in t else "supported" for t in candidates_frame(N)["text"]]
+    assert df["verdict"].tolist() == expected
+    assert not df["cached"].any() and df["error"].isna().all() and (df["finish_reason"] == "stop").all()
+    assert df["usage"].iloc[0]["output_tokens"] == 20 and df["model_version"].iloc[0] == "scripted-1"
+    s = r.summary
+    assert (s.calls, s.requested, s.requests, s.cached, s.errors) == (N, N, N, 0, 0)
+    assert s.verdicts == {"supported": expected.count("supported"), "unsupported": expected.count("unsupported")}
+    assert s.tokens["output_tokens"] == 20 * N
+
+
+def test_rerun_of_finished_job_makes_zero_requests(tmp_path):
+    run(ScriptedJudge(), tmp_path)
+    # from the run directory's journal...
+    j = ScriptedJudge()
+    r = run(j, tmp_path)
+    assert j.requests == 0 and r.summary.resumed == N and r.labels["cached"].all()
+    # ...or, in another run directory, from the cache
+    j = ScriptedJudge()
+    r = run(j, tmp_path, out=tmp_path / "other")
+    assert j.requests == 0 and r.summary.cached == N
+
+
+def test_replicates_have_distinct_keys_and_extend(tmp_path):
+    j = ScriptedJudge()
+    r = run(j, tmp_path, replicates=2)
+    assert j.requests == 2 * N and len({c.key for c in j.calls}) == 2 * N
+    assert sorted(r.labels.groupby("assertion_id")["replicate"].apply(tuple).unique()) == [(0, 1)]
+    j = ScriptedJudge()
+    r = run(j, tmp_path, replicates=3)
+    assert j.requests == N and {c.replicate for c in j.calls} == {2}
+    assert len(r.labels) == 3 * N and not r.labels.duplicated(["assertion_id", "replicate"]).any()
+
+
+def test_malformed_then_good_is_reasked(tmp_path):
+    def script(call, n):
+        return JudgeAnswer(text="Sure! The verdict is supported.", finish_reason="stop") if n == 0 else support_answer(call)
+
+    j = ScriptedJudge(script=script)
+    r = run(j, tmp_path)
+    assert j.requests == 2 * N and r.summary.reasks == N
+    assert r.labels["verdict"].notna().all() and r.labels["error"].isna().all()
+    # the re-ask says what was wrong, after the item (the shared prefix stays intact)
+    second = [c for c in j.calls if "could not be used" in c.prompt.user]
+    assert len(second) == N and "not valid JSON" in second[0].prompt.user
+    assert second[0].prompt.user.startswith(j.calls[0].prompt.user.split("<<<ASSERTION")[0])
+    # the valid answer is cached under the original key
+    j2 = ScriptedJudge()
+    run(j2, tmp_path, out=tmp_path / "again")
+    assert j2.requests == 0
+
+
+def test_permanently_malformed_is_null_never_a_label(tmp_path):
+    answers = ['{"verdict": "Supported", "evidence": "", "rationale": ""}', "supported", '{"verdict": "yes"}']
+    j = ScriptedJudge(script=lambda call, n: JudgeAnswer(text=answers[n % 3], finish_reason="stop"))
+    r = run(j, tmp_path)
+    assert j.requests == (1 + MAX_REASKS) * N
+    assert r.labels["verdict"].isna().all()
+    assert r.labels["error"].str.startswith(f"invalid answer after {MAX_REASKS} re-asks").all()
+    assert r.summary.errors == N and r.summary.verdicts == {"null": N}
+    # nothing was cached or journaled: a rerun asks again
+    j2 = ScriptedJudge()
+    r2 = run(j2, tmp_path)
+    assert j2.requests == N and r2.labels["verdict"].notna().all()
+
+
+@pytest.mark.parametrize("reason,fragment", [("safety", "safety"), ("length", "truncated"), ("empty", "empty"), ("other", "did not finish")])
+def test_unfinished_answers_are_null_without_reask(tmp_path, reason, fragment):
+    # even when the text would parse, a truncated or blocked answer is not a label
+    j = ScriptedJudge(script=lambda call, n: JudgeAnswer(text=GOOD if reason != "empty" else "", finish_reason=reason, usage=Usage(10, 5)))
+    r = run(j, tmp_path)
+    assert j.requests == N
+    assert r.labels["verdict"].isna().all() and r.labels["error"].str.contains(fragment).all()
+    assert (r.labels["finish_reason"] == reason).all() and r.labels["usage"].iloc[0]["input_tokens"] == 10
+
+
+def test_provider_errors_are_null_rows_and_a_streak_aborts(tmp_path):
+    calls = {"n": 0}
+
+    def script(call, n):
+        calls["n"] += 1
+        if call.item["assertion_id"] == "a003":
+            raise RuntimeError("bad request for this item only")
+        return support_answer(call)
+
+    r = run(ScriptedJudge(script=script), tmp_path)
+    bad = r.labels.set_index("assertion_id").loc["a003"]
+    assert bad["verdict"] is None and "RuntimeError: bad request" in bad["error"]
+    assert r.summary.errors == 1
+
+    def always(call, n):
+        raise PermissionError("401 invalid api key")
+
+    with pytest.raises(MemjudgeError, match="requests in a row failed.*401 invalid api key"):
+        run(ScriptedJudge(script=always), tmp_path, n=60, out=tmp_path / "dead")
+
+
+def test_evidence_found(tmp_path):
+    quotes = {"a000": "Posts of p0: I enjoy", "a001": "Posts   of\np0:", "a002": "I hate hobbies", "a004": ""}
+
+    def script(call, n):
+        q = quotes.get(call.item["assertion_id"], "")
+        return JudgeAnswer(text=json.dumps({"verdict": "supported", "evidence": q, "rationale": ""}), finish_reason="stop")
+
+    df = run(ScriptedJudge(script=script), tmp_path).labels.set_index("assertion_id")
+    assert df.loc["a000", "evidence_found"] == True  # noqa: E712
+    assert df.loc["a001", "evidence_found"] == True  # noqa: E712  (whitespace normalised)
+    assert df.loc["a002", "evidence_found"] == False  # noqa: E712
+    assert df.loc["a004", "evidence_found"] is None
+
+
+def test_calls_are_ordered_by_persona(tmp_path):
+    j = ScriptedJudge(JudgeConfig(spec="scripted:m1", concurrency=1))
+    cands = candidates_frame(N).sample(frac=1.0, random_state=1)
+    score_run(cands, sources_frame(N), j, out=tmp_path / "o", cache_dir=tmp_path / "c", progress=False, replicates=2)
+    personas = [c.item["persona_id"] for c in j.calls]
+    runs = [p for i, p in enumerate(personas) if i == 0 or personas[i - 1] != p]
+    assert len(runs) == len(set(personas))  # each persona's calls are contiguous
+
+
+def test_duplicate_prompts_are_asked_once(tmp_path):
+    cands = candidates_frame(4)
+    cands.loc[1, "text"] = cands.loc[2, "text"]
+    cands.loc[1, ["persona_id", "category"]] = cands.loc[2, ["persona_id", "category"]].tolist()
+    j = ScriptedJudge()
+    r = score_run(cands, sources_frame(4), j, out=tmp_path / "o", cache_dir=tmp_path / "c", progress=False)
+    assert j.requests == 3 and len(r.labels) == 4 and r.labels["verdict"].notna().all()
+
+
+def test_dry_run_estimates_without_calling(tmp_path):
+    j = ScriptedJudge(JudgeConfig(spec="scripted:m1", price_input_per_mtok=2.0, price_output_per_mtok=8.0))
+    r = run(j, tmp_path, dry_run=True, replicates=2)
+    s = r.summary
+    assert j.requests == 0 and s.dry_run and s.calls == 2 * N and s.requested == 0
+    assert s.estimated_input_tokens > 2 * N * 100
+    assert s.estimated_cost_usd == pytest.approx((s.estimated_input_tokens * 2.0 + s.estimated_output_tokens * 8.0) / 1e6)
+    assert not (tmp_path / "run").exists()
+    run(ScriptedJudge(), tmp_path)  # answer replicate 0
+    s = run(ScriptedJudge(), tmp_path, dry_run=True, replicates=2).summary
+    assert s.resumed == N and s.calls == 2 * N
+
+
+def test_cost_from_prices(tmp_path):
+    j = ScriptedJudge(JudgeConfig(spec="scripted:m1", price_input_per_mtok=1.0, price_output_per_mtok=4.0))
+    s = run(j, tmp_path).summary
+    assert s.cost_usd == pytest.approx((s.tokens["input_tokens"] * 1.0 + s.tokens["output_tokens"] * 4.0) / 1e6)
+
+
+def test_truncated_journal_line_is_tolerated(tmp_path):
+    run(ScriptedJudge(), tmp_path)
+    journal = tmp_path / "run" / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join(lines[:-2]) + "\n" + lines[-2][: len(lines[-2]) // 2])  # a kill mid-write
+    j = ScriptedJudge()
+    r = run(j, tmp_path, use_cache=False)
+    assert j.requests == 2 and len(r.labels) == N and r.labels["verdict"].notna().all()
+    assert len(read_jsonl(journal)) == N  # compacted again
+
+
+def test_dataframe_input_errors_name_the_row(tmp_path):
+    cands = candidates_frame(4)
+    cands.loc[2, "confidence"] = 1.5
+    with pytest.raises(MemjudgeError, match=r"^<candidates DataFrame>:3: 'confidence' must be in \[0, 1\]"):
+        score_run(cands, sources_frame(4), ScriptedJudge(), out=tmp_path / "o", progress=False)
+
+
+def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
+    cand, src = write_inputs(tmp_path)
+    base = ["score", str(cand), "--sources", str(src), "--dry-run"]
+    cases = [
+        (["--judge", "nosuch:model"], "unknown judge provider 'nosuch'"),
+        (["--judge", "openai:"], "names no model"),
+        (["--judge", "openai"], "PROVIDER:MODEL"),
+        (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--replicates", "0"], "at least 1"),
+        (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--concurrency", "0"], "at least 1"),
+        (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--rubric", "suport"], "unknown rubric 'suport'"),
+        (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--rpm", "0"], "rpm must be > 0"),
+        (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--facts", str(cand)], "coverage rubric"),
+        (["--judge", "openai:m"], "OPENAI_API_KEY"),
+    ]
+    for extra, fragment in cases:
+        code = memjudge_cli.main(base + extra)
+        err = capsys.readouterr().err
+        assert code == 2, (extra, err)
+        assert len(err.splitlines()) == 1 and fragment in err and "Traceback" not in err, (extra, err)
+    with pytest.raises(UsageError):
+        score_run(str(cand), str(src), ScriptedJudge(), replicates=0)
+
+
+def test_rate_limiter_spacing_and_token_budget():
+    import asyncio
+
+    now = [0.0]
+    slept = []
+
+    async def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    async def go(lim, n, tokens):
+        starts = []
+        for _ in range(n):
+            await lim.acquire(tokens)
+            starts.append(now[0])
+        return starts
+
+    starts = asyncio.run(go(RateLimiter(rpm=120, clock=lambda: now[0], sleep=sleep), 5, 0))
+    assert starts == pytest.approx([0.0, 0.5, 1.0, 1.5, 2.0])
+    now[0] = 0.0
+    # 600 tokens a minute, 200 per call: three at once, then one every 20 s
+    starts = asyncio.run(go(RateLimiter(tpm=600, clock=lambda: now[0], sleep=sleep), 5, 200))
+    assert starts == pytest.approx([0.0, 0.0, 0.0, 20.0, 40.0])
+
+
+def test_judges_file_supplies_settings_and_flags_override(tmp_path, capsys):
+    cand, src = write_inputs(tmp_path)
+    panel = tmp_path / "judges.toml"
+    panel.write_text('[[judge]]\nspec = "openai:gpt-4o-mini"\nbase_url = "http://127.0.0.1:9/v1"\nconcurrency = 3\n'
+                     'price_input_per_mtok = 0.15\nprice_output_per_mtok = 0.6\n')
+    code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--judges-file", str(panel), "--dry-run", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["estimated_cost_usd"] == pytest.approx((out["estimated_input_tokens"] * 0.15 + out["estimated_output_tokens"] * 0.6) / 1e6)
+    code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--judges-file", str(panel), "--dry-run"])
+    text = capsys.readouterr().out
+    assert code == 0 and f"dry run: {N} calls" in text and "estimated cost: $" in text
+    from memjudge.engine import resolve_judge
+
+    judge, _ = resolve_judge("openai:gpt-4o-mini", judges_file=panel, concurrency=9)
+    assert judge.config.concurrency == 9 and judge.config.price_input_per_mtok == 0.15
+
+
+# ---------------------------------------------------------------------------------------
+# End to end: the real providers against the fake server
+
+
+def score_cli(cli, tmp_path, server, *extra, spec="openai:gpt-4o-mini", cand=None, src=None, out=None):
+    if cand is None:
+        cand, src = write_inputs(tmp_path)
+    base = server.openai_base_url if spec.startswith("openai") else server.url
+    return cli("score", cand, "--sources", src, "--judge", spec, "--base-url", base, "--out", out or tmp_path / "run",
+               "--cache-dir", tmp_path / "cache", "--no-progress", *extra)
+
+
+def test_cli_rerun_makes_zero_requests(cli, tmp_path, fake_server):
+    r = score_cli(cli, tmp_path, fake_server, "--replicates", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["requested"] == 2 * N and fake_server.count(route="openai") == 2 * N
+    fake_server.reset()
+    r = score_cli(cli, tmp_path, fake_server, "--replicates", "2", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["requested"] == 0 and fake_server.count() == 0
+    r = score_cli(cli, tmp_path, fake_server, "--replicates", "2", "--json", out=tmp_path / "elsewhere")
+    assert json.loads(r.stdout)["cached"] == 2 * N and fake_server.count() == 0
+    labels = read_jsonl(tmp_path / "run" / "labels.jsonl")
+    assert len(labels) == 2 * N and all(x["cached"] for x in labels)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["judge"]["spec"] == "openai:gpt-4o-mini" and config["judge"]["base_url"] == fake_server.openai_base_url
+    assert config["rubric"]["id"] == labels[0]["rubric"] and config["replicates"] == 2
+    assert config["inputs"]["candidates"]["sha256"] and config["command"]["judge"] == "openai:gpt-4o-mini"
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "gemini:gemini-2.5-flash"])
+def test_provider_faults_become_reasks_or_nulls(cli, tmp_path, fake_server, spec):
+    cand, src = write_inputs(tmp_path, n=8)
+    texts = candidates_frame(8)["text"].tolist()
+    # each fault aimed at one item through its assertion text
+    fake_server.enqueue(Fault.malformed_answer(), times=1, contains=texts[1] + "\n")
+    fake_server.enqueue(Fault.malformed_answer(), times=None, contains=texts[2] + "\n")
+    fake_server.enqueue(Fault.safety(), times=None, contains=texts[3] + "\n")
+    fake_server.enqueue(Fault.truncated(), times=None, contains=texts[4] + "\n")
+    fake_server.enqueue(Fault.empty(), times=None, contains=texts[5] + "\n")
+    fake_server.enqueue(Fault.rate_limit(0.01), times=1, contains=texts[6] + "\n")
+    r = score_cli(cli, tmp_path, fake_server, "--json", spec=spec, cand=cand, src=src)
+    assert r.returncode == 0, r.stderr
+    rows = {x["assertion_id"]: x for x in read_jsonl(tmp_path / "run" / "labels.jsonl")}
+    assert rows["a001"]["verdict"] == "supported" and rows["a001"]["error"] is None
+    assert rows["a002"]["verdict"] is None and "re-asks" in rows["a002"]["error"]
+    assert rows["a003"]["verdict"] is None and "safety" in rows["a003"]["error"]
+    assert rows["a004"]["verdict"] is None and "truncated" in rows["a004"]["error"]
+    assert rows["a005"]["verdict"] is None and "empty" in rows["a005"]["error"]
+    assert rows["a006"]["verdict"] == "unsupported" and rows["a006"]["error"] is None  # retried after the 429
+    s = json.loads(r.stdout)
+    assert s["errors"] == 4 and s["reasks"] == 1 + MAX_REASKS and s["retries"] == 1
+    # a rerun asks again exactly the four without a valid answer
+    fake_server.reset()
+    r = score_cli(cli, tmp_path, fake_server, "--json", spec=spec, cand=cand, src=src)
+    assert json.loads(r.stdout)["requested"] == 4 and r.returncode == 0
+
+
+def test_python_api_returns_the_cli_frame(cli, tmp_path, fake_server):
+    cand, src = write_inputs(tmp_path)
+    df = score(str(cand), str(src), "openai:gpt-4o-mini", base_url=fake_server.openai_base_url, out=tmp_path / "api",
+               cache_dir=tmp_path / "c1", progress=False, replicates=2)
+    from memjudge.io import frame_records
+
+    api_rows = frame_records(df)
+    assert api_rows == read_jsonl(tmp_path / "api" / "labels.jsonl")
+    r = score_cli(cli, tmp_path, fake_server, "--replicates", "2", cand=cand, src=src, out=tmp_path / "cli")
+    assert r.returncode == 0, r.stderr
+    cli_rows = read_jsonl(tmp_path / "cli" / "labels.jsonl")
+    strip = lambda rows: [{k: v for k, v in x.items() if k != "latency_s"} for x in rows]  # noqa: E731
+    assert strip(api_rows) == strip(cli_rows)
+    assert "wrote" in r.stdout and "labels.jsonl" in r.stdout
+
+
+def test_parquet_output(cli, tmp_path, fake_server):
+    r = score_cli(cli, tmp_path, fake_server, "--parquet")
+    assert r.returncode == 0, r.stderr
+    pq = pd.read_parquet(tmp_path / "run" / "labels.parquet")
+    assert pq["assertion_id"].tolist() == [x["assertion_id"] for x in read_jsonl(tmp_path / "run" / "labels.jsonl")]
+
+
+def test_default_out_dir(cli, tmp_path, fake_server):
+    cand, src = write_inputs(tmp_path)
+    r = cli("score", cand, "--sources", src, "--judge", "openai:gpt-4o-mini", "--base-url", fake_server.openai_base_url, "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "runs" / "openai_gpt-4o-mini-support" / "labels.jsonl").is_file()
+
+
+def _popen_score(args, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_ENV}
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_extra or {})
+    return subprocess.Popen([sys.executable, "-m", "memjudge", "score", *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigkill_mid_run_then_resume(cli, tmp_path, fake_server):
+    n = 80
+    cand, src = write_inputs(tmp_path, n=n)
+    fake_server.latency_s = 0.1
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    args = [cand, "--sources", src, "--judge", "openai:gpt-4o-mini", "--base-url", fake_server.openai_base_url,
+            "--out", out, "--cache-dir", cache, "--concurrency", "4", "--no-progress"]
+    proc = _popen_score(args)
+    journal = out / "journal.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count("\n") >= 12:
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"finished before it could be killed: {proc.stderr.read()}")
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "labels.jsonl").exists()
+    answered = {json.loads(line)["key"] for line in journal.read_text().splitlines() if line.strip()}
+    assert 12 <= len(answered) < n
+    with open(journal, "a") as f:  # what a kill in the middle of a write leaves
+        f.write('{"key": "0123", "answer": {"verd')
+    first_prompts = {r.user for r in fake_server.requests}
+
+    fake_server.reset()
+    fake_server.latency_s = 0.0
+    r = cli("score", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["requested"] == n - len(answered)
+    assert fake_server.count() == n - len(answered)  # only the missing items were asked
+    second_prompts = [q.user for q in fake_server.requests]
+    assert len(set(second_prompts)) == len(second_prompts)
+    labels = read_jsonl(out / "labels.jsonl")
+    assert len(labels) == n and len({x["assertion_id"] for x in labels}) == n
+    assert all(x["verdict"] in ("supported", "unsupported") for x in labels)
+    assert sum(x["cached"] for x in labels) == len(answered)
+    assert len(first_prompts) >= len(answered)
+
+
+# ---------------------------------------------------------------------------------------
+# coverage
+
+
+def coverage_answer_fn(mode="ok"):
+    """Answer coverage prompts: each fact is covered by the assertions whose text contains it."""
+
+    def block_lines(user, name):
+        m = re.search(rf"<<<{name}\n(.*?)\n?{name}>>>", user, re.DOTALL)
+        return re.findall(r"^\[(.+?)\] (.*)$", m.group(1), re.MULTILINE) if m else []
+
+    def fn(server, req):
+        user = req.user or ""
+        assertions = block_lines(user, "ASSERTIONS")
+        facts = block_lines(user, "FACTS") or [(f"F{i + 1}", t.split(" [")[0]) for i, (_, t) in enumerate(assertions[:2])]
+        out = [{"fact_id": fid, "fact": text, "covered_by": [aid for aid, at in assertions if text in at]} for fid, text in facts]
+        if mode == "unknown_id":
+            out[0]["covered_by"].append("a999")
+        return json.dumps({"facts": out})
+
+    return fn
+
+
+def test_coverage_end_to_end(cli, tmp_path, fake_server):
+    cand, src = write_inputs(tmp_path, n=8)
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text("".join(json.dumps(x) + "\n" for x in [
+        {"persona_id": "p0", "fact_id": "f1", "text": "hobby number 1"},
+        {"persona_id": "p0", "fact_id": "f2", "text": "skydiving"},
+        {"persona_id": "p1", "fact_id": "f3", "text": "hobby number 5"},
+    ]))
+    fake_server.answer_fn = coverage_answer_fn()
+    r = score_cli(cli, tmp_path, fake_server, "--rubric", "coverage", "--facts", facts, "--replicates", "2", "--json", cand=cand, src=src)
+    assert r.returncode == 0, r.stderr
+    rows = read_jsonl(tmp_path / "run" / "coverage.jsonl")
+    assert len(rows) == 3 * 2 and fake_server.count() == 2 * 2
+    got = {(x["fact_id"], x["replicate"]): x["covered_by"] for x in rows}
+    assert got[("f1", 0)] == ["a001"] and got[("f2", 1)] == [] and got[("f3", 0)] == ["a005"]
+    assert rows[0]["rubric"].startswith("coverage@") and rows[0]["fact_text"] == "hobby number 1"
+    from memjudge.io import read_coverage
+
+    assert len(read_coverage(tmp_path / "run" / "coverage.jsonl")) == 6
+
+    # without reference facts the judge lists them
+    fake_server.reset()
+    r = score_cli(cli, tmp_path, fake_server, "--rubric", "coverage", cand=cand, src=src, out=tmp_path / "enum")
+    assert r.returncode == 0, r.stderr
+    rows = read_jsonl(tmp_path / "enum" / "coverage.jsonl")
+    assert {x["fact_id"] for x in rows} == {"F1", "F2"} and all(x["covered_by"] for x in rows)
+
+    # an answer naming an assertion that does not exist is re-asked, then null for every fact
+    fake_server.reset()
+    fake_server.answer_fn = coverage_answer_fn("unknown_id")
+    r = score_cli(cli, tmp_path, fake_server, "--rubric", "coverage", "--facts", facts, "--cache-dir", tmp_path / "fresh",
+                  cand=cand, src=src, out=tmp_path / "bad")
+    assert r.returncode == 0, r.stderr
+    rows = read_jsonl(tmp_path / "bad" / "coverage.jsonl")
+    assert fake_server.count() == 2 * (1 + MAX_REASKS)
+    assert all(x["covered_by"] is None and "unknown assertion ids" in x["error"] for x in rows) and len(rows) == 3
