@@ -12,15 +12,21 @@ the run `simulated: true` from `Judge.simulated`. The noise model, declared in a
     leniency = 0.15                     # P(accepts an over-inference) (replaces specificity for them)
     strictness = 0.0                    # P(rejects a supported assertion read from an implied fact)
     flip_rate = 0.0471                  # P(two re-scores of one item differ)
+    hard_flip = 2.0                     # hard items (over-inferences, implied facts, a friend's trait) flip this many times as often
     coverage_recall = 0.97              # P(a stating assertion is listed for its fact)
     coverage_false = 0.01               # P(a fact gets one wrong assertion id listed)
     seed = 0
 
-Each item has a modal verdict drawn once from (sensitivity, specificity, leniency,
-strictness); each replicate flips it independently with probability e, where
-2e(1 - e) = flip_rate, so the expected share of replicate pairs that disagree is exactly the
-declared flip rate. Every draw is a hash of (seed, assertion, replicate): answers are
-deterministic, hence cacheable, and a new replicate is a new draw.
+Each item has a modal verdict, drawn once; each replicate flips it independently with an
+item's probability e_i, so two replicates differ with probability 2e_i(1 - e_i). The e_i are
+proportional to the item's hardness (1, or `hard_flip` for hard items) and scaled so that
+their mean pairwise disagreement over the truth file's items is exactly the declared
+flip_rate. The modal verdict's probability is set so that a single replicate's rate of
+"supported" is the declared one (sensitivity, 1 - specificity, leniency, ...): those are the
+rates measured against gold. (A declared rate beyond what the flip rate allows, e.g.
+sensitivity above 1 - e_i, is clipped to the nearest possible one.) Every draw is a hash of
+(seed, assertion, replicate): answers are deterministic, hence cacheable, and a new
+replicate is a new draw.
 """
 
 from __future__ import annotations
@@ -38,19 +44,22 @@ from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usa
 # Built-in noise models by NAME; any other NAME starts from "paper". `paper` mirrors the
 # paper's primary judge: a 4.71% re-score flip rate.
 PROFILES: dict[str, dict[str, Any]] = {
-    "paper": dict(sensitivity=0.98, specificity=0.93, leniency=0.15, strictness=0.0, flip_rate=0.0471,
-                  coverage_recall=0.97, coverage_false=0.01),
+    "paper": dict(sensitivity=0.985, specificity=0.90, leniency=0.20, strictness=0.0, flip_rate=0.0471,
+                  hard_flip=2.0, coverage_recall=0.97, coverage_false=0.01),
     "lenient": dict(sensitivity=0.99, specificity=0.85, leniency=0.60, strictness=0.0, flip_rate=0.03,
-                    coverage_recall=0.99, coverage_false=0.03),
+                    hard_flip=3.0, coverage_recall=0.99, coverage_false=0.03),
     "strict": dict(sensitivity=0.93, specificity=0.97, leniency=0.03, strictness=0.30, flip_rate=0.06,
-                   coverage_recall=0.92, coverage_false=0.0),
+                   hard_flip=3.0, coverage_recall=0.92, coverage_false=0.0),
     "noisy": dict(sensitivity=0.90, specificity=0.75, leniency=0.40, strictness=0.10, flip_rate=0.12,
-                  coverage_recall=0.85, coverage_false=0.05),
+                  hard_flip=1.0, coverage_recall=0.85, coverage_false=0.05),
     "perfect": dict(sensitivity=1.0, specificity=1.0, leniency=0.0, strictness=0.0, flip_rate=0.0,
-                    coverage_recall=1.0, coverage_false=0.0),
+                    hard_flip=1.0, coverage_recall=1.0, coverage_false=0.0),
 }
 OPTIONS = ("truth", "profile", "seed", *PROFILES["paper"])
 _TRUTH_CACHE: dict[str, "_Truth"] = {}
+
+
+HARD_KINDS = ("over_inference", "wrong_person")
 
 
 def flip_probability(flip_rate: float) -> float:
@@ -58,6 +67,28 @@ def flip_probability(flip_rate: float) -> float:
     if not 0 <= flip_rate <= 0.5:
         raise UsageError(f"flip_rate must be in [0, 0.5], got {flip_rate}")
     return (1 - math.sqrt(1 - 2 * flip_rate)) / 2
+
+
+def flip_scale(flip_rate: float, hardness: list[float]) -> float:
+    """c such that e_i = min(c·h_i, 1/2) gives mean 2e_i(1 - e_i) = flip_rate (bisection;
+    the mean is increasing in c)."""
+    if not 0 <= flip_rate <= 0.5:
+        raise UsageError(f"flip_rate must be in [0, 0.5], got {flip_rate}")
+    if flip_rate == 0 or not hardness:
+        return 0.0
+    import numpy as np
+
+    h = np.asarray(hardness, dtype=float)
+
+    def mean_flip(c):
+        e = np.minimum(c * h, 0.5)
+        return float(np.mean(2 * e * (1 - e)))
+
+    lo, hi = 0.0, 0.5 / h.min()
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_flip(mid) < flip_rate else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _uniform(*parts: Any) -> float:
@@ -142,9 +173,14 @@ class SimJudge(Judge):
             v = model[k]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 raise UsageError(f"judge {config.spec}: {k} must be a probability, got {v!r}")
+        if model["flip_rate"] > 0.5:
+            raise UsageError(f"judge {config.spec}: flip_rate must be at most 0.5 (two replicates of a coin toss)")
+        h = model["hard_flip"]
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or h < 1:
+            raise UsageError(f"judge {config.spec}: hard_flip must be a number >= 1, got {h!r}")
         self.noise = model
         self.profile = profile
-        self.flip_p = flip_probability(float(model["flip_rate"]))
+        self._flip_c: float | None = None
         seed = opts.get("seed", config.seed)
         self.seed = int(seed) if seed is not None else 0
         if "truth" not in opts:
@@ -174,14 +210,29 @@ class SimJudge(Judge):
             return self.noise["leniency"]
         return 1 - self._rate("specificity", category)
 
+    def hardness(self, kind: str, stated: str | None) -> float:
+        hard = kind in HARD_KINDS or (kind == "supported" and stated == "implied")
+        return float(self.noise["hard_flip"]) if hard else 1.0
+
+    def flip_p(self, assertion_id: str) -> float:
+        """This item's per-replicate flip probability e_i."""
+        t = self.truth
+        if self._flip_c is None:
+            self._flip_c = flip_scale(float(self.noise["flip_rate"]),
+                                      [self.hardness(k, t.stated.get(a)) for a, k in t.kind.items()])
+        return min(self._flip_c * self.hardness(t.kind[assertion_id], t.stated.get(assertion_id)), 0.5)
+
     def verdict(self, assertion_id: str, replicate: int) -> tuple[str, bool]:
         """(verdict, flipped) for one replicate of one assertion."""
         t = self.truth
         if assertion_id not in t.kind:
             raise KeyError(f"assertion {assertion_id!r} is not in the sim judge's truth file {t.path}")
         p = self.p_supported(t.kind[assertion_id], t.category.get(assertion_id), t.stated.get(assertion_id))
-        modal = _uniform(self.seed, "verdict", assertion_id) < p
-        flipped = _uniform(self.seed, "flip", assertion_id, replicate) < self.flip_p
+        e = self.flip_p(assertion_id)
+        # Modal probability m with m(1 - e) + (1 - m)e = p: a replicate says "supported" at rate p.
+        m = min(max((p - e) / (1 - 2 * e), 0.0), 1.0) if e < 0.5 else p
+        modal = _uniform(self.seed, "verdict", assertion_id) < m
+        flipped = _uniform(self.seed, "flip", assertion_id, replicate) < e
         return ("supported" if modal != flipped else "unsupported"), flipped
 
     def labels(self, candidates, replicates: int = 1):
@@ -208,6 +259,26 @@ class SimJudge(Judge):
         from memjudge.io import LABEL_COLUMNS
 
         return df[LABEL_COLUMNS + ["simulated"]]
+
+    def coverage_labels(self, facts, candidates, replicates: int = 1):
+        """Coverage rows (the `memjudge score --rubric coverage` format) for every persona and
+        replicate, without the scoring engine; the same answers the engine path gives."""
+        import pandas as pd
+
+        shown: dict[str, list[str]] = {}
+        for aid, pid in zip(candidates["assertion_id"].astype(str), candidates["persona_id"].astype(str)):
+            shown.setdefault(pid, []).append(aid)
+        by_p: dict[str, list[tuple[str, str]]] = {}
+        for pid, fid, text in zip(facts["persona_id"].astype(str), facts["fact_id"].astype(str), facts["text"]):
+            by_p.setdefault(pid, []).append((fid, text))
+        rows = []
+        for pid, fl in by_p.items():
+            if pid not in shown:
+                continue
+            for r in range(replicates):
+                for f in self._coverage_answer(pid, fl, shown[pid], r)["facts"]:
+                    rows.append((pid, f["fact_id"], f["fact"], f["covered_by"], self.spec, "coverage", r, None))
+        return pd.DataFrame(rows, columns=["persona_id", "fact_id", "fact_text", "covered_by", "judge", "rubric", "replicate", "error"])
 
     # -- answers ------------------------------------------------------------------------
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
@@ -238,20 +309,23 @@ class SimJudge(Judge):
 
     def _coverage(self, call: JudgeCall) -> dict[str, Any]:
         pid = str(call.item["persona_id"])
-        t = self.truth
-        facts = _block(call.prompt.user, "FACTS")
-        if not facts:
-            facts = t.facts.get(pid, [])
+        facts = _block(call.prompt.user, "FACTS") or self.truth.facts.get(pid, [])
         shown = _block(call.prompt.user, "ASSERTIONS")
-        allowed = [a for a, _ in shown] if shown else t.persona_assertions.get(pid, [])
+        allowed = [a for a, _ in shown] if shown else self.truth.persona_assertions.get(pid, [])
+        return self._coverage_answer(pid, facts, allowed, call.replicate)
+
+    def _coverage_answer(self, pid: str, facts, allowed: list[str], replicate: int) -> dict[str, Any]:
+        """Each stating assertion is listed with probability coverage_recall; with probability
+        coverage_false a fact also gets one wrong id (of an assertion shown for the persona)."""
+        t = self.truth
         allowed_set = set(allowed)
         recall, false = self.noise["coverage_recall"], self.noise["coverage_false"]
         out = []
         for fid, text in facts:
             ids = [a for a in t.stated_by.get(fid, []) if a in allowed_set
-                   and _uniform(self.seed, "cover", pid, fid, a, call.replicate) < recall]
-            if allowed and _uniform(self.seed, "cover-false", pid, fid, call.replicate) < false:
-                wrong = allowed[int(_uniform(self.seed, "cover-which", pid, fid, call.replicate) * len(allowed))]
+                   and _uniform(self.seed, "cover", pid, fid, a, replicate) < recall]
+            if allowed and _uniform(self.seed, "cover-false", pid, fid, replicate) < false:
+                wrong = allowed[int(_uniform(self.seed, "cover-which", pid, fid, replicate) * len(allowed))]
                 if wrong not in ids:
                     ids.append(wrong)
             out.append({"fact_id": fid, "fact": text, "covered_by": ids})
