@@ -84,8 +84,8 @@ PAIRED = {"faithfulness": {"mean": 0.02, "lo": 0.002, "hi": 0.04, "nb_lo": -0.00
 
 CASES = {
     "support": (lambda: F.support_by_category(rates(), gated=["values"]), (6.5, 4.0)),
-    "sweep": (lambda: F.faithfulness_vs_coverage(sweep(), points(), floor=0.8), (6.5, 4.0)),
-    "sweep_retention": (lambda: F.faithfulness_vs_coverage(sweep(), points(), floor=0.8, x="retention"), (6.5, 4.0)),
+    "sweep": (lambda: F.faithfulness_vs_coverage(sweep(), points(), floor=0.8), (6.5, 4.4)),
+    "sweep_retention": (lambda: F.faithfulness_vs_coverage(sweep(), points(), floor=0.8, x="retention"), (6.5, 4.4)),
     "calibration": (lambda: F.calibration(bins(), emphasise="values"), (6.5, 4.6)),
     "flip": (lambda: F.flip_rate_by_category(flips()), (6.5, 4.0)),
     "agreement": (lambda: F.agreement_matrix(pairs()), (6.5, 3.6)),
@@ -120,7 +120,7 @@ def test_axes_carry_labels_units_and_judge_names():
     solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and ln.get_label().startswith("Global")]
     assert len(solid) == 1
     y = solid[0].get_ydata()
-    kept = sweep().sort_values("coverage")["retention"].to_numpy() >= 0.8
+    kept = sweep().sort_values("threshold")["retention"].to_numpy() >= 0.8  # drawn in threshold order
     assert np.all(np.isnan(np.asarray(y, dtype=float)[~kept])) and not np.any(np.isnan(np.asarray(y, dtype=float)[kept]))
 
 

@@ -168,26 +168,37 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
     `targeted_sweep` (same columns), when given, is the gated-category threshold's sweep, drawn
     thin and dashed for context.
     """
-    fig = _new_figure()
+    fig = _new_figure((6.5, 4.4))
     if sweep.empty and points.empty:
         return _empty(fig, "no sweep or policy points in this run")
     ax = fig.add_subplot()
     _style(ax)
     ax.grid(axis="x", color="#E5E5E5", linewidth=0.6)
+    view_x, view_y = [], []
+    # A sweep is a path through thresholds, so it is drawn in threshold order (−∞ first).
+    order = lambda df: df.assign(_t=df["threshold"].fillna(-np.inf)).sort_values("_t", kind="stable")
+    zoom = floor is not None and not sweep.empty and sweep["retention"].notna().any()
+    lowest_shown = max(0.0, floor - 0.25) if zoom else None
     if not sweep.empty:
-        s = sweep.sort_values(x, kind="stable")
+        s = order(sweep)
         xs, ys = _pct(s[x]), _pct(s["faithfulness"])
         ax.plot(xs, ys, color=NEUTRAL, linewidth=1.0, linestyle=":", zorder=1)
-        if floor is not None and "retention" in s and s["retention"].notna().any():
-            ok = s["retention"].to_numpy(dtype=float) >= floor - 1e-12
+        ax.scatter(xs, ys, s=6, color=NEUTRAL, zorder=2)
+        if zoom:
+            ret = s["retention"].to_numpy(dtype=float)
+            ok = ret >= floor - 1e-12
             ax.plot(np.where(ok, xs, np.nan), np.where(ok, ys, np.nan), color=NEUTRAL, linewidth=1.8, zorder=2,
-                    label=f"Global threshold sweep (solid: retention ≥ {100 * floor:.0f}%)")
+                    label=f"Global threshold sweep, full sample (solid: retention ≥ {100 * floor:.0f}%)")
+            shown = ret >= lowest_shown - 1e-12
+            view_x += list(xs[shown])
+            view_y += list(ys[shown])
         else:
             ax.lines[-1].set_linestyle("-")
-            ax.lines[-1].set_label("Global threshold sweep")
-        ax.scatter(xs, ys, s=6, color=NEUTRAL, zorder=2)
+            ax.lines[-1].set_label("Global threshold sweep, full sample")
+            view_x += list(xs)
+            view_y += list(ys)
     if targeted_sweep is not None and not targeted_sweep.empty:
-        t = targeted_sweep.sort_values(x, kind="stable")
+        t = order(targeted_sweep)
         ax.plot(_pct(t[x]), _pct(t["faithfulness"]), color=HIGHLIGHT, alpha=0.55, linewidth=1.0, linestyle="--",
                 zorder=1, label=targeted_label or "Targeted threshold sweep")
     styles = {"write_all": ("#000000", "s"), "global": (PALETTE[0], "o"), "targeted": (HIGHLIGHT, "D"),
@@ -203,15 +214,28 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
         full = str(p.get("kind", "heldout")) == "full"
         xerr = p.get(f"{x}_sd")
         yerr = p.get("faithfulness_sd")
-        ax.errorbar(100 * float(p[x]), 100 * float(p["faithfulness"]),
-                    xerr=None if xerr is None or pd.isna(xerr) else 100 * float(xerr),
-                    yerr=None if yerr is None or pd.isna(yerr) else 100 * float(yerr),
-                    fmt=marker, color=color, markersize=7, markerfacecolor="white" if full else color,
-                    markeredgewidth=1.4, elinewidth=0.9, capsize=2, zorder=4, label=str(p["label"]))
+        xerr = None if xerr is None or pd.isna(xerr) else 100 * float(xerr)
+        yerr = None if yerr is None or pd.isna(yerr) else 100 * float(yerr)
+        px, py = 100 * float(p[x]), 100 * float(p["faithfulness"])
+        ax.errorbar(px, py, xerr=xerr, yerr=yerr, fmt=marker, color=color, markersize=7,
+                    markerfacecolor="white" if full else color, markeredgewidth=1.4, elinewidth=0.9, capsize=2,
+                    zorder=4, label=str(p["label"]))
+        view_x += [px - (xerr or 0), px + (xerr or 0)]
+        view_y += [py - (yerr or 0), py + (yerr or 0)]
+    if zoom and view_x:
+        # Thresholds that discard most candidates stretch the axes far from the fitted policies;
+        # the view keeps the policies and the sweep down to `lowest_shown` retention.
+        (x0, x1), (y0, y1) = (np.nanmin(view_x), np.nanmax(view_x)), (np.nanmin(view_y), np.nanmax(view_y))
+        mx, my = max(0.5, 0.06 * (x1 - x0)), max(0.2, 0.08 * (y1 - y0))
+        ax.set_xlim(x0 - mx, x1 + mx)
+        ax.set_ylim(y0 - my, y1 + my)
+        if (sweep["retention"].to_numpy(dtype=float) < lowest_shown - 1e-12).any():
+            ax.text(0.99, 0.01, f"sweep thresholds keeping < {100 * lowest_shown:.0f}% of candidates lie off this view",
+                    transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5, color="#555555")
     ax.set_xlabel("Estimated coverage (% of reference facts)" if x == "coverage" else "Retention (% of candidates kept)")
     ax.set_ylabel("Faithfulness (% of retained supported)")
     ax.set_title(title or "Faithfulness vs estimated coverage")
-    ax.legend(loc="lower left", frameon=True, framealpha=0.9)
+    fig.legend(loc="outside lower center", ncols=2, frameon=False)
     return fig
 
 
@@ -251,6 +275,7 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
     k = 0
     centres_all = []
     all_centres = np.unique((bins["lo"].to_numpy(dtype=float) + bins["hi"].to_numpy(dtype=float)) / 2)
+    n_max = max(1.0, float(bins["n"].max()))
     for c in order:
         sub = bins[bins["category"] == c].sort_values("lo", kind="stable")
         sub = sub[sub["n"].fillna(0) > 0]
@@ -270,9 +295,17 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
                 ax.annotate(f"n={int(n)}", (cx, r), textcoords="offset points", xytext=(7, -9), ha="left",
                             fontsize=6.5, color=color)
         else:
-            color = PALETTE[k % len(PALETTE)] if len(cats) <= 5 else NEUTRAL
-            ax.plot(centres, rate, color=color, linewidth=0.9, marker=MARKERS[(k + 1) % len(MARKERS)],
-                    markersize=3, alpha=0.75, zorder=3, label=f"{c} (n={n_total:,})")
+            # Few categories get a colour each; many are one grey family (named in the legend once),
+            # so the emphasised curve stays the figure's subject.
+            few = len(cats) <= 5
+            color = PALETTE[k % len(PALETTE)] if few else NEUTRAL
+            marker = MARKERS[(k + 1) % len(MARKERS)]
+            label = f"{c} (n={n_total:,})" if few else (
+                f"other categories ({len(cats) - (1 if emphasise else 0)}, one line each)" if k == 0 else "_nolegend_")
+            ax.plot(centres, rate, color=color, linewidth=0.8, alpha=0.6, zorder=3, label=label)
+            # markers sized by the bin's count, so that sparse bins do not dominate the eye
+            ax.scatter(centres, rate, s=4 + 36 * sub["n"].to_numpy(dtype=float) / n_max, color=color, alpha=0.75,
+                       marker=marker, zorder=3, linewidth=0)
             k += 1
         widths = _bar_widths(sub["lo"].to_numpy(dtype=float), sub["hi"].to_numpy(dtype=float), all_centres)
         if c == emphasise:
@@ -294,10 +327,11 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
     ax.set_ylabel("Source support (%)")
     ax.set_ylim(max(0.0, float(np.nanmin(_pct(bins["rate"]))) - 15.0) if bins["rate"].notna().any() else 0, 102)
     ax.set_title(title or "Calibration: support by confidence bin within category")
-    ax.legend(title="Category", loc="best", frameon=True, framealpha=0.9, ncols=1 if len(cats) <= 5 else 2)
+    ax.legend(title="Category", loc="lower right", frameon=True, framealpha=0.9, ncols=1 if len(cats) <= 3 else 2)
     ax.tick_params(labelbottom=False)
     axn.set_ylabel("Candidates")
     axn.set_xlabel("Extractor confidence (bin centre)")
+    axn.set_ylim(0, axn.get_ylim()[1] * 1.3)  # room for the legend above the tallest column
     axn.legend(loc="upper left", frameon=False, ncols=2)
     return fig
 
@@ -417,26 +451,29 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
     for i, m in enumerate(metrics):
         d = _pct(diffs.loc[diffs["metric"] == m, "difference"].dropna())
         y = len(metrics) - 1 - i
-        ax.scatter(d, y + rng.uniform(-0.22, 0.22, len(d)), s=9, color=PALETTE[i % len(PALETTE)], alpha=0.55,
+        ax.scatter(d, y + rng.uniform(-0.25, 0.18, len(d)), s=9, color=PALETTE[i % len(PALETTE)], alpha=0.55,
                    linewidth=0, zorder=2, label=f"{names.get(m, m)}: per-fold (n={len(d)})")
         p = paired.get(m) or {}
         if p.get("mean") is not None:
             mean = 100 * float(p["mean"])
-            if p.get("nb_lo") is not None and p.get("nb_hi") is not None:
-                ax.plot([100 * p["nb_lo"], 100 * p["nb_hi"]], [y + 0.34] * 2, color="#222222", linewidth=1.0, zorder=3)
+            # the two intervals on separate rows: the corrected one is often the narrower
             if p.get("lo") is not None and p.get("hi") is not None:
-                ax.plot([100 * p["lo"], 100 * p["hi"]], [y + 0.34] * 2, color="#222222", linewidth=3.2, zorder=3,
+                ax.plot([100 * p["lo"], 100 * p["hi"]], [y + 0.40] * 2, color="#222222", linewidth=3.2, zorder=3,
                         solid_capstyle="butt")
-            ax.plot([mean], [y + 0.34], marker="|", markersize=12, markeredgewidth=2.2, color=HIGHLIGHT, zorder=4)
+            if p.get("nb_lo") is not None and p.get("nb_hi") is not None:
+                ax.plot([100 * p["nb_lo"], 100 * p["nb_hi"]], [y + 0.29] * 2, color="#222222", linewidth=1.0,
+                        marker="|", markersize=6, zorder=3)
+            ax.plot([mean], [y + 0.345], marker="|", markersize=13, markeredgewidth=2.2, color=HIGHLIGHT, zorder=4)
     ax.axvline(0, color="#444444", linewidth=0.8, linestyle="--", zorder=1)
     ax.set_yticks(range(len(metrics)), [names.get(m, m) for m in reversed(metrics)])
-    ax.set_ylim(-0.6, len(metrics) - 0.35)
+    ax.set_ylim(-0.45, len(metrics) - 0.4)
     ax.set_xlabel("Targeted − global, per held-out fold (percentage points)")
     ax.set_title(title or "Paired fold differences (targeted − global)")
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color="#222222", linewidth=3.2, label="2.5–97.5 percentile of fold differences"),
-               Line2D([], [], color="#222222", linewidth=1.0, label="Nadeau–Bengio 95% interval"),
+               Line2D([], [], color="#222222", linewidth=1.0, marker="|", markersize=6,
+                      label="Nadeau–Bengio 95% interval"),
                Line2D([], [], color=HIGHLIGHT, marker="|", linestyle="", markersize=10, markeredgewidth=2.2,
                       label="mean")]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)

@@ -44,11 +44,13 @@ PARTS: dict[str, tuple[str, str]] = {
     "agreement.json": ("agreement", "memjudge agreement LABELS --out RUN_DIR"),
     "compare.json": ("compare", "memjudge compare CANDIDATES --labels LABELS --out RUN_DIR"),
     "compare_inputs.json": ("compare_inputs", "memjudge compare ... --out RUN_DIR"),
+    "simulate.json": ("simulation", "memjudge simulate --out DIR"),
     "sweep.json": ("sweep", "memjudge compare ... --out RUN_DIR"),
     "calibration.json": ("calibration", "memjudge compare ... --out RUN_DIR"),
     "robustness.json": ("robustness", "memjudge robustness CANDIDATES --labels LABELS... --out RUN_DIR"),
 }
-_JSON_PARTS = [f for f in PARTS if f.endswith(".json")]
+# Parts that describe a run rather than analyse it: not listed as missing when absent.
+QUIET_PARTS = {"configuration", "compare_inputs", "simulation"}
 _POLICY_NAMES = {"write_all": "Write-all", "global": "Global threshold", "targeted": "Targeted",
                  "per_category": "Per-category thresholds"}
 _METRIC_NAMES = {"faithfulness": "faithfulness", "retention": "retention", "coverage": "estimated coverage"}
@@ -95,9 +97,23 @@ class Run:
 
     @property
     def simulated_truth(self) -> bool:
-        """Labels from `memjudge simulate` (judge "gold") are the corpus's construction truth."""
+        """Labels from `memjudge simulate` (judge "gold") are the corpus's construction truth: the
+        run directory is the simulated corpus, or the compared labels came from one."""
         cfg = self.data.get("configuration") or {}
-        return (self.path / "truth.jsonl").exists() or str(cfg.get("command", "")) == "simulate" or "preset" in cfg
+        if str(cfg.get("command", "")) == "simulate" or (self.data.get("simulation") or {}).get("simulated"):
+            return True
+        dirs = {self.path}
+        labels = (self.data.get("compare_inputs") or {}).get("labels") or []
+        for p in labels if isinstance(labels, list) else [labels]:
+            dirs.add((self.path / str(p)).parent)  # relative paths are taken from the run directory
+        return any((d / "truth.jsonl").is_file() or _simulated_marker(d / "simulate.json") for d in dirs)
+
+
+def _simulated_marker(path: Path) -> bool:
+    try:
+        return bool(json.loads(path.read_text(encoding="utf-8")).get("simulated"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _read_json(path: Path) -> dict:
@@ -683,19 +699,22 @@ def _ordering_summary(run: Run) -> str | None:
         if not n:
             continue
         k, n = int(k), int(n)
-        if k == n:
-            phrase = f"on {_METRIC_NAMES[m]} under every judge ({k} of {n})"
+        if n == 1:
+            only = judge_label(prim[0]["judge"], run) if len(prim) == 1 else "the one judge"
+            phrase = f"{'holds' if k else 'does not hold'} on {_METRIC_NAMES[m]} under the only judge ({only})"
+        elif k == n:
+            phrase = f"holds on {_METRIC_NAMES[m]} under every judge ({k} of {n})"
         elif k == 0:
-            phrase = f"on {_METRIC_NAMES[m]} under none of the {n} judges"
+            phrase = f"holds on {_METRIC_NAMES[m]} under none of the {n} judges"
         else:
-            phrase = f"on {_METRIC_NAMES[m]} under {k} of {n} judges" + \
+            phrase = f"holds on {_METRIC_NAMES[m]} under {k} of {n} judges" + \
                      (f" (not under {', '.join(failing)})" if failing else "")
         if ku is not None and nu is not None and nu > n:
             phrase += f" and in {int(ku)} of {int(nu)} judge × replicate units"
         parts.append(phrase)
     if not parts:
         return None
-    return "The ordering targeted ≥ global holds " + "; ".join(parts) + "."
+    return "The ordering targeted ≥ global " + "; ".join(parts) + "."
 
 
 # ---------------------------------------------------------------------------------------
@@ -971,7 +990,7 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
         emph = _emphasised(run, cal)
         judge = (run.get("calibration") or {}).get("judge")
         save("calibration", F.calibration(cal, emph, title=("Calibration: support by confidence bin"
-                                                              + (f" ({judge_label(judge, run)})" if judge else ""))),
+                                                              + (f" — {judge_label(judge, run)}" if judge else ""))),
              "Support rate by confidence bin within each category"
              + (f"; {emph} emphasised with 95% intervals and counts" if emph else "")
              + "; lower panel: candidates per bin. Data: calibration.json.")
@@ -1008,7 +1027,7 @@ def _inventory(run: Run) -> tuple[Table, list[str], list[str]]:
             else:
                 what = ", ".join(list(obj)[:8]) + (", …" if len(obj) > 8 else "")
             rows.append([name, "present", what])
-        else:
+        elif part not in QUIET_PARTS:
             absent.append(part)
             rows.append([name, "absent", f"written by {cmd}"])
     return Table("Contents of the run directory.", ["File", "Status", "Holds / how to produce it"], rows), present, absent
@@ -1038,6 +1057,23 @@ def _config_table(run: Run) -> Table | None:
             v = v if len(v) <= 120 else v[:117] + "..."
         rows.append([str(k), str(v)])
     return Table("Run configuration. Data: config.json.", ["Key", "Value"], rows)
+
+
+def _simulation_table(run: Run) -> Table | None:
+    sim = run.get("simulation")
+    summ = (sim or {}).get("summary")
+    if not isinstance(summ, dict):
+        return None
+    rows = []
+    for k, v in summ.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{a} {b:,}" if isinstance(b, int) else f"{a} {b}" for a, b in v.items())
+        elif isinstance(v, float):
+            v = f"{pct(v)}%"
+        elif isinstance(v, int):
+            v = f"{v:,}"
+        rows.append([str(k), str(v)])
+    return Table("Simulated corpus (construction truth, not a judge). Data: simulate.json.", ["Quantity", "Value"], rows)
 
 
 def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list, list[str], list[str]]:
@@ -1087,7 +1123,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
     if ci:
         blocks.append(Table("Inputs of the policy comparison. Data: compare_inputs.json.", ["Input", "Value"],
                             [[str(k), ", ".join(map(str, v)) if isinstance(v, list) else str(v)] for k, v in ci.items()]))
-    for t in (_config_table(run), _labels_summary(run), inv):
+    for t in (_config_table(run), _simulation_table(run), _labels_summary(run), inv):
         if t is not None:
             blocks.append(t)
     if run.get("coverage") is not None:
