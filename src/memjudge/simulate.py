@@ -317,11 +317,11 @@ class _Persona:
     def _fields(self, slot: dict, i: int) -> dict:
         opt = dict(slot["options"][i])
         opt.setdefault("name", self.friend_names[0])
-        if "{field}" in str(opt.get("x", "")) + str(opt.get("f", "")):
-            opt.setdefault("field", lex.FIELDS[int(self.rng.integers(len(lex.FIELDS)))])
+        opt.setdefault("field", lex.FIELDS[int(self.rng.integers(len(lex.FIELDS)))])
         opt.setdefault("town", lex.TOWNS[int(self.rng.integers(len(lex.TOWNS)))])
         opt.setdefault("n", lex.NUMBERS[int(self.rng.integers(len(lex.NUMBERS)))])
-        return opt
+        # An option's own phrases may hold placeholders ("is married to {name}").
+        return {k: v.format(**opt) if isinstance(v, str) and "{" in v else v for k, v in opt.items()}
 
     def _render_vp(self, slot: dict, fields: dict, variant: int = 0) -> str:
         vps = slot["vp"]
