@@ -1,0 +1,200 @@
+"""Simulated judges: valid rubric answers, determinism, a noise model that does what it
+declares (flip rate, per-replicate rates against gold), coverage answers, and the whole
+path through `memjudge score`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memjudge import io
+from memjudge.errors import UsageError
+from memjudge.judges import JudgeCall, make_judge
+from memjudge.judges.panel import load_panel
+from memjudge.judges.sim import flip_probability, flip_scale
+from memjudge.noise import noise
+from memjudge.rubrics import load_rubric
+from memjudge.simulate import simulate
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim") / "corpus"
+    c = simulate(preset="paper", seed=5, personas=100, out=out)
+    return c, out
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim") / "small"
+    return simulate(preset="paper", seed=7, personas=6, out=out), out
+
+
+def _support_call(rub, corpus, aid, replicate=0):
+    c = corpus.candidates.set_index("assertion_id").loc[aid]
+    src = corpus.sources.set_index("persona_id").loc[c["persona_id"], "source"]
+    prompt = rub.render_support(source=src, assertion=c["text"], category=c["category"], persona_id=c["persona_id"], assertion_id=aid)
+    return JudgeCall(key=f"{aid}/{replicate}", rubric=rub.id, prompt=prompt, schema=rub.model, replicate=replicate,
+                     item={"assertion_id": aid, "persona_id": c["persona_id"], "category": c["category"]})
+
+
+def test_support_answers_are_valid_deterministic_and_marked(small):
+    c, out = small
+    judge = make_judge("sim:paper", options={"truth": str(out)})
+    assert judge.simulated is True
+    rub = load_rubric("support")
+    src = dict(zip(c.sources["persona_id"], c.sources["source"]))
+    for aid in c.candidates["assertion_id"][:40]:
+        call = _support_call(rub, c, aid, replicate=1)
+        ans = asyncio.run(judge.generate(call))
+        obj = rub.validate(ans.text)
+        assert ans.finish_reason == "stop" and "simulated" in obj["rationale"]
+        assert obj["evidence"] == "" or obj["evidence"] in src[call.item["persona_id"]]
+        assert asyncio.run(judge.generate(call)).text == ans.text
+    # Another seed is another judge.
+    other = make_judge("sim:paper", options={"truth": str(out), "seed": 1})
+    a = judge.labels(c.candidates, replicates=3)["verdict"]
+    b = other.labels(c.candidates, replicates=3)["verdict"]
+    assert not a.equals(b)
+
+
+def test_perfect_judge_reproduces_gold(small):
+    c, out = small
+    judge = make_judge("sim:perfect", options={"truth": str(out / "truth.jsonl")})
+    lab = judge.labels(c.candidates, replicates=2)
+    gold = dict(zip(c.labels["assertion_id"], c.labels["verdict"]))
+    assert (lab["verdict"] == lab["assertion_id"].map(gold)).all()
+    cov = judge.coverage_labels(c.facts, c.candidates)
+    assert [sorted(x) for x in cov["covered_by"]] == [sorted(x) for x in c.coverage["covered_by"]]
+
+
+@pytest.mark.parametrize("name,flip", [("paper", 0.0471), ("noisy", 0.12)])
+def test_declared_flip_rate_is_what_noise_measures(corpus, name, flip):
+    c, out = corpus
+    judge = make_judge(f"sim:{name}", options={"truth": str(out)})
+    lab = judge.labels(c.candidates, replicates=4)
+    res = noise(lab, B=200).judges.iloc[0]
+    # 4,715 items x 6 replicate pairs: the estimate is within a few standard errors.
+    assert abs(res["flip_rate"] - flip) < 0.012
+    assert res["flip_rate_lo"] <= flip <= res["flip_rate_hi"]
+
+
+def test_declared_rates_hold_against_gold(corpus, tmp_path):
+    c, out = corpus
+    panel = tmp_path / "judges.toml"
+    panel.write_text(f"""
+[[judge]]
+spec = "sim:custom"
+[judge.options]
+truth = "{out}"
+sensitivity = {{ default = 0.95, values = 0.85 }}
+specificity = 0.7
+leniency = 0.5
+flip_rate = 0.0
+""")
+    judge = make_judge(load_panel(panel)["sim:custom"])
+    lab = judge.labels(c.candidates).set_index("assertion_id")
+    t = c.truth.set_index("assertion_id")
+    said = lab.loc[t.index, "verdict"] == "supported"
+
+    def rate(mask):
+        return said[mask].mean(), mask.sum()
+
+    for mask, want in (
+        ((t["kind"] == "supported") & (t["category"] != "values"), 0.95),
+        ((t["kind"] == "supported") & (t["category"] == "values"), 0.85),
+        (t["kind"] == "over_inference", 0.5),
+        (t["kind"].isin(["fabrication", "contradiction", "wrong_person"]), 0.3),
+    ):
+        got, n = rate(mask)
+        assert abs(got - want) < 4 * np.sqrt(want * (1 - want) / n) + 1e-9, (want, got, n)
+
+
+def test_leniency_and_strictness_move_support(corpus):
+    c, out = corpus
+    t = c.truth.set_index("assertion_id")
+    rates = {}
+    for name in ("lenient", "strict"):
+        lab = make_judge(f"sim:{name}", options={"truth": str(out)}).labels(c.candidates).set_index("assertion_id")
+        said = lab.loc[t.index, "verdict"] == "supported"
+        rates[name] = (said[t["kind"] == "over_inference"].mean(), said[t["stated"] == "implied"].mean())
+    assert rates["lenient"][0] > rates["strict"][0] + 0.3
+    assert rates["lenient"][1] > rates["strict"][1] + 0.15
+
+
+def test_flip_scale_solves_the_declared_mean():
+    assert flip_probability(0.0471) == pytest.approx(0.02413, abs=1e-5)
+    h = [1.0] * 80 + [3.0] * 20
+    c = flip_scale(0.0471, h)
+    e = np.minimum(c * np.array(h), 0.5)
+    assert np.mean(2 * e * (1 - e)) == pytest.approx(0.0471, abs=1e-9)
+    assert flip_scale(0.0, h) == 0.0
+
+
+def test_coverage_answers_follow_the_prompt(small):
+    c, out = small
+    judge = make_judge("sim:paper", options={"truth": str(out)})
+    rub = load_rubric("coverage")
+    pid = c.sources["persona_id"].iloc[0]
+    mine = c.candidates[c.candidates["persona_id"] == pid]
+    shown = mine.iloc[: len(mine) // 2]  # a subset of the persona's assertions
+    facts = c.facts[c.facts["persona_id"] == pid]
+    prompt = rub.render_coverage(
+        source=c.sources["source"].iloc[0],
+        assertions=[{"id": a, "text": t, "category": k} for a, t, k in zip(shown["assertion_id"], shown["text"], shown["category"])],
+        facts=[{"id": f, "text": t} for f, t in zip(facts["fact_id"], facts["text"])], persona_id=pid)
+    call = JudgeCall(key="k", rubric=rub.id, prompt=prompt, schema=rub.model, replicate=0, item={"persona_id": pid})
+    obj = rub.validate(asyncio.run(judge.generate(call)).text)
+    assert [f["fact_id"] for f in obj["facts"]] == list(facts["fact_id"])
+    listed = {a for f in obj["facts"] for a in f["covered_by"]}
+    assert listed and listed <= set(shown["assertion_id"])
+
+
+def test_bad_options_are_usage_errors(small):
+    _, out = small
+    with pytest.raises(UsageError, match="needs options.truth"):
+        make_judge("sim:paper")
+    with pytest.raises(UsageError, match="unknown option 'sensitivty'"):
+        make_judge("sim:paper", options={"truth": str(out), "sensitivty": 0.9})
+    with pytest.raises(UsageError, match="must be a probability"):
+        make_judge("sim:paper", options={"truth": str(out), "specificity": {"values": 1.5}})
+    with pytest.raises(UsageError, match="unknown profile"):
+        make_judge("sim:x", options={"truth": str(out), "profile": "nope"})
+
+
+def test_score_end_to_end_with_a_panel(cli, small, tmp_path):
+    c, out = small
+    panel = tmp_path / "judges.toml"
+    panel.write_text(f'[[judge]]\nspec = "sim:paper"\n[judge.options]\ntruth = "{out}"\n')
+    run = tmp_path / "run"
+    args = ["score", out / "candidates.jsonl", "--sources", out / "sources.jsonl", "--judge", "sim:paper",
+            "--judges-file", panel, "--replicates", "2", "--out", run, "--no-progress", "--json"]
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["simulated"] is True and summary["errors"] == 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["judge"]["simulated"] is True
+    lab = io.read_labels(run / "labels.jsonl")
+    assert len(lab) == 2 * len(c.candidates)
+    assert lab["rationale"].str.contains("simulated").all()
+    # The engine's answers are the fast path's answers.
+    fast = make_judge("sim:paper", options={"truth": str(out)}).labels(c.candidates, replicates=2)
+    merged = fast.merge(lab, on=["assertion_id", "replicate"])
+    assert (merged["verdict_x"] == merged["verdict_y"]).all()
+    again = cli(*args)
+    assert json.loads(again.stdout)["requested"] == 0
+    # Coverage through the engine, with the corpus's reference facts.
+    cov_run = tmp_path / "cov"
+    r = cli("score", out / "candidates.jsonl", "--sources", out / "sources.jsonl", "--facts", out / "facts.jsonl",
+            "--rubric", "coverage", "--judge", "sim:paper", "--judges-file", panel, "--out", cov_run, "--no-progress", "--json")
+    assert r.returncode == 0, r.stderr
+    cov = io.read_coverage(cov_run / "coverage.jsonl")
+    assert len(cov) == len(c.facts)
+    gold = dict(zip(c.coverage["fact_id"], c.coverage["covered_by"]))
+    agree = np.mean([set(a) == set(gold[f]) for f, a in zip(cov["fact_id"], cov["covered_by"])])
+    assert agree > 0.85
