@@ -26,6 +26,15 @@ def run(tmp_path) -> Path:
     return d
 
 
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    """The fixture run, reported once for the tests that only read the result."""
+    d = tmp_path_factory.mktemp("rendered") / "run"
+    shutil.copytree(FIXTURE, d)
+    report(d, dpi=DPI)
+    return d
+
+
 def load(run: Path, name: str) -> dict:
     return json.loads((run / name).read_text())
 
@@ -80,8 +89,8 @@ def test_cli_writes_markdown_html_and_every_figure(run, cli):
         assert f"]({p.name})" in md
 
 
-def test_table1_equals_compare_json(run):
-    report(run, dpi=DPI)
+def test_table1_equals_compare_json(rendered):
+    run = rendered
     md = (run / "report.md").read_text()
     c = load(run, "compare.json")
     rows = {r[0]: r for r in md_table(md, "Table 1.")}
@@ -106,8 +115,8 @@ def test_table1_equals_compare_json(run):
     assert f"{c['repeats']} × {c['folds']}-fold" in caption
 
 
-def test_noise_and_agreement_tables_equal_json(run):
-    report(run, dpi=DPI)
+def test_noise_and_agreement_tables_equal_json(rendered):
+    run = rendered
     md = (run / "report.md").read_text()
     noise = load(run, "noise.json")
     rows = md_table(md, "Judge re-score noise.")
@@ -134,8 +143,8 @@ def test_noise_and_agreement_tables_equal_json(run):
     assert nums(gold[0][2]) == [p2(agr["gold"][0]["accuracy"])]
 
 
-def test_robustness_and_calibration_tables_equal_json(run):
-    report(run, dpi=DPI)
+def test_robustness_and_calibration_tables_equal_json(rendered):
+    run = rendered
     md = (run / "report.md").read_text()
     rob = load(run, "robustness.json")
     rows = {r[0]: r for r in md_table(md, "Support by category")}
@@ -268,8 +277,9 @@ def findings_of(run: Path) -> str:
     return md.split("## Findings", 1)[1].split("\n## ", 1)[0]
 
 
-def test_findings_state_the_results_in_the_json(run):
-    text = findings_of(run)
+def test_findings_state_the_results_in_the_json(rendered):
+    run = rendered
+    text = (run / "report.md").read_text().split("## Findings", 1)[1].split("\n## ", 1)[0]
     c = load(run, "compare.json")
     pf, pc = c["paired"]["faithfulness"], c["paired"]["coverage"]
     assert f"higher on faithfulness by {100 * pf['mean']:.2f} points" in text
@@ -384,3 +394,25 @@ def test_end_to_end_on_real_commands(tmp_path, cli, capsys):
         "fig_agreement.png", "fig_fold_differences.png"}
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 5
+
+
+def test_end_to_end_on_a_simulated_corpus(tmp_path, capsys):
+    from memjudge.cli import main
+
+    corpus, out = tmp_path / "corpus", tmp_path / "run"
+    assert main(["simulate", "--preset", "paper", "--personas", "12", "--seed", "3", "--out", str(corpus)]) == 0
+    assert main(["compare", str(corpus / "candidates.jsonl"), "--labels", str(corpus / "labels.jsonl"),
+                 "--coverage", str(corpus / "coverage.jsonl"), "--repeats", "2", "--out", str(out)]) == 0
+    res = report(out, dpi=DPI)
+    md = res.markdown.read_text()
+    c = load(out, "compare.json")
+    rows = {row[0]: row for row in md_table(md, "Table 1.")}
+    wa = rows["Write-all (full sample)"]
+    assert nums(wa[3]) == [p2(c["write_all"]["coverage"])]
+    pc = c["paired"]["coverage"]
+    assert nums(rows["Targeted − global (paired)"][3]) == [p2(pc["mean"]), p2(pc["lo"]), p2(pc["hi"])]
+    # the compared labels are the corpus's construction truth, found through compare_inputs.json
+    assert "Data: compare.json — judge gold (simulated truth);" in md
+    assert "Simulated results: labels from gold are simulated" in md
+    assert {p.name for p in res.figures} == {"fig_faithfulness_vs_coverage.png", "fig_fold_differences.png",
+                                             "fig_calibration.png"}

@@ -523,10 +523,10 @@ class FigureBlock:
     caption: str
 
 
-def _config_line(c: dict) -> str:
+def _config_line(c: dict, run: Run | None = None) -> str:
     bits = []
     if c.get("judge") is not None:
-        bits.append(f"judge {c['judge']}" + (" (simulated)" if is_simulated(c["judge"]) else ""))
+        bits.append(f"judge {judge_label(c['judge'], run)}")
     if num(c.get("floor")) is not None:
         bits.append(f"retention floor {pct(c['floor'], 0)}%")
     if c.get("gate") is not None:
@@ -617,7 +617,7 @@ def findings(run: Run) -> list[str]:
         if parts:
             tf = num((pols["targeted"].get("faithfulness") or {}).get("mean"))
             gf = num((pols["global"].get("faithfulness") or {}).get("mean"))
-            out.append(f"On held-out personas ({_config_line(cmp_)}), the targeted policy reaches {pct(tf)}% "
+            out.append(f"On held-out personas ({_config_line(cmp_, run)}), the targeted policy reaches {pct(tf)}% "
                        f"faithfulness against {pct(gf)}% for the global threshold. Targeted minus global: "
                        + "; ".join(parts) + ".")
     # ordering across judges
@@ -721,7 +721,7 @@ def _ordering_summary(run: Run) -> str | None:
 # tables
 
 
-def table1(c: dict, judge_note: str = "", number: str = "1") -> Table:
+def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = None) -> Table:
     """Table 1 as the paper lays it out: fold mean ± SD in percent, change against write-all in
     points, and the paired targeted − global row with its 95% interval in brackets."""
     header = ["Policy", "Faithfulness (%)", "Retention (%)", "Est. coverage (%)", "Δ faith. vs write-all (pts)",
@@ -777,7 +777,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1") -> Table:
         notes += " Nadeau–Bengio corrected 95% intervals: " + "; ".join(nb) + "."
     if c.get("write_all") is not None and num((c.get("write_all") or {}).get("coverage")) is None:
         notes += " No coverage file was given, so coverage is n/a."
-    cap = f"Table {number}. Held-out retention policies{judge_note}. Data: compare.json — {_config_line(c)}."
+    cap = f"Table {number}. Held-out retention policies{judge_note}. Data: compare.json — {_config_line(c, run)}."
     return Table(cap, header, rows, notes)
 
 
@@ -885,7 +885,7 @@ def _robustness_tables(run: Run) -> list[Table]:
                       f"{mean('global')} / {mean('targeted')}", diff("faithfulness"), diff("coverage"),
                       yn[h["faithfulness"]], yn[h["coverage"]]])
     if jrows:
-        out.append(Table(f"Robustness across judges. Data: robustness.json — {_config_line(rob)}.",
+        out.append(Table(f"Robustness across judges. Data: robustness.json — {_config_line(rob, run)}.",
                          ["Judge", "Lowest category (%)", "Gated", "P(gated is lowest)",
                           "Faith. global / targeted (%)", "Targeted − global faith. (pts)",
                           "Targeted − global coverage (pts)", "Targeted ≥ global: faith.", "coverage"], jrows,
@@ -1099,7 +1099,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
     if cmp_ or "faithfulness_vs_coverage" in figures:
         blocks.append(Heading("Retention policies"))
         if cmp_:
-            blocks.append(table1(cmp_))
+            blocks.append(table1(cmp_, run=run))
         fig("faithfulness_vs_coverage")
         fig("fold_differences")
     if run.get("robustness") or "calibration" in figures:
