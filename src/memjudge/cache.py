@@ -92,6 +92,12 @@ class AnswerCache:
         if not self._cache.set(key, text):
             raise OSError(f"cache write failed for {key} in {self.directory}")
 
+    def set_many(self, items) -> None:
+        """Several (key, record) pairs in one transaction."""
+        with self._cache.transact():
+            for key, record in items:
+                self.set(key, record)
+
     def __contains__(self, key: str) -> bool:
         return key in self._cache
 

@@ -87,6 +87,7 @@ class ScoreSummary:
     estimated_cost_usd: float | None = None
     out_dir: str | None = None
     cache_dir: str | None = None
+    batch: dict[str, Any] | None = None  # --batch: jobs, rounds, discount (see memjudge.batch)
 
     def as_dict(self) -> dict[str, Any]:
         return io.json_safe(dataclasses.asdict(self))
@@ -215,6 +216,13 @@ def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
     return (usage.get("input_tokens", 0) * pin + (usage.get("output_tokens", 0) + usage.get("thinking_tokens", 0)) * pout) / 1e6
 
 
+def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict[str, int]) -> float | None:
+    """Cost of a run's usage: batch requests at `batch_discount` times the online prices."""
+    online = {k: tokens.get(k, 0) - batch_tokens.get(k, 0) for k in tokens}
+    full, batch = price_usd(config, online), price_usd(config, batch_tokens)
+    return None if full is None else full + config.batch_discount * batch
+
+
 def estimate_tokens(text: str) -> int:
     """A tokenizer-free estimate (about 4 characters per token in English)."""
     return max(1, len(text) // 4)
@@ -254,9 +262,12 @@ class _Job:
         self.reasks = 0
         self.retries = 0
         self.tokens = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "thinking_tokens": 0}
+        self.batch_tokens = dict(self.tokens)  # the part of `tokens` billed at batch prices
         self.failure_streak = 0
         self.last_failure: str | None = None
         self._journal = None
+        self._unsaved: list[tuple[str, dict]] = []
+        self._saver: asyncio.Task | None = None
 
     # -- journal ------------------------------------------------------------------------
 
@@ -274,7 +285,7 @@ class _Job:
 
     def journal(self, key: str, record: dict) -> None:
         if self._journal is not None:
-            self._journal.write(io.dumps({"key": key, **record}) + "\n")
+            self._journal.write(_json_line({"key": key, **record}))
             self._journal.flush()
 
     def close_journal(self):
@@ -291,6 +302,51 @@ class _Job:
         if self.rubric.kind == "coverage":
             valid = _check_coverage(valid, self.coverage_ctx[call.item["persona_id"]])
         return valid
+
+    def examine(self, call: JudgeCall, answer: JudgeAnswer) -> tuple[str, Any]:
+        """What an answer is worth, the same for online and batch answers: ("valid", the
+        validated answer), ("final", error) when a re-ask cannot help (truncated, blocked,
+        empty), or ("reask", problem) when it does not validate."""
+        reason = answer.finish_reason
+        if reason != "stop":
+            return "final", FINISH_ERRORS.get(reason, f"the answer finished with {reason!r}")
+        if answer.text is None and answer.parsed is None or (answer.text is not None and not answer.text.strip() and answer.parsed is None):
+            return "final", FINISH_ERRORS["empty"]
+        try:
+            return "valid", self._validate(call, answer)
+        except AnswerError as e:
+            return "reask", str(e)
+
+    async def keep(self, key: str, record: dict) -> None:
+        """A valid answer goes to the journal (flushed now: this is what survives a kill) and
+        then to the cache, in batches: one thread hop and one SQLite transaction per batch
+        rather than per answer keeps the event loop free for requests."""
+        self.journal(key, record)
+        if self.cache is not None:
+            self._unsaved.append((key, record))
+            if self._saver is None or self._saver.done():
+                self._saver = asyncio.get_running_loop().create_task(self._save_unsaved())
+
+    async def _save_unsaved(self) -> None:
+        while self._unsaved:
+            batch, self._unsaved = self._unsaved, []
+            await asyncio.to_thread(self.cache.set_many, batch)
+
+    async def drain(self) -> None:
+        """Wait until every kept answer is in the cache."""
+        while self._saver is not None:
+            saver = self._saver
+            await saver
+            if saver is self._saver:
+                self._saver = None
+        if self._unsaved:
+            await self._save_unsaved()
+
+    async def finishing(self, coro):
+        try:
+            return await coro
+        finally:
+            await self.drain()
 
     def _on_retry(self, event) -> None:
         self.retries += 1
@@ -331,17 +387,14 @@ class _Job:
                 self.tokens[k] += int(u.get(k) or 0)
             reason = answer.finish_reason
             task.finish_reason, task.model_version = reason, answer.model_version
-            if reason != "stop":
-                task.error = FINISH_ERRORS.get(reason, f"the answer finished with {reason!r}")
+            outcome, value = self.examine(call, answer)
+            if outcome == "final":
+                task.error = value
                 break
-            if answer.text is None and answer.parsed is None or (answer.text is not None and not answer.text.strip() and answer.parsed is None):
-                task.error = FINISH_ERRORS["empty"]
-                break
-            try:
-                valid = self._validate(call, answer)
-            except AnswerError as e:
-                last_problem = str(e)
+            if outcome == "reask":
+                last_problem = value
                 continue
+            valid = value
             task.record = {
                 "answer": valid,
                 "text": answer.text,
@@ -354,9 +407,7 @@ class _Job:
             }
             task.origin = "request"
             task.error = None
-            self.journal(call.key, task.record)
-            if self.cache is not None:
-                await self.cache.aset(call.key, task.record)
+            await self.keep(call.key, task.record)
             break
         else:
             task.error = f"invalid answer after {MAX_REASKS} re-asks: {last_problem}"
@@ -459,21 +510,38 @@ def _check_coverage(answer: dict, ctx: dict) -> dict:
     return {**answer, "facts": out}
 
 
-def _load_journal(path: Path) -> dict[str, dict]:
-    """key → record of every valid answer in the journal; a damaged line (a kill mid-write)
-    is skipped, it is asked again."""
+def _load_journal(path: Path) -> tuple[dict[str, dict], int]:
+    """key → record of every valid answer in the journal, and the number of lines; a damaged
+    line (a kill mid-write) is skipped, it is asked again."""
     out: dict[str, dict] = {}
+    lines = 0
     if not path.is_file():
-        return out
+        return out, lines
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
+            lines += 1
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
             if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
                 out[rec.pop("key")] = rec
-    return out
+    return out, lines
+
+
+def _json_line(row: dict) -> str:
+    """One JSONL line; the plain json fast path, io.dumps for NaN or numpy values."""
+    try:
+        return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
+    except (TypeError, ValueError):
+        return io.dumps(row) + "\n"
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Atomically: a reader (or a kill) never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -505,16 +573,19 @@ def _label_row(item: dict, replicate: int, task: _Task, judge: Judge, rubric: Ru
 
 
 def _coverage_rows(persona: str, replicate: int, task: _Task, judge: Judge, rubric: Rubric, facts: list[dict] | None) -> list[dict]:
-    base = {"persona_id": persona, "judge": judge.spec, "rubric": rubric.id, "replicate": replicate}
+    def row(fact_id, fact_text, covered_by, error, cached):
+        return {"persona_id": persona, "fact_id": fact_id, "fact_text": fact_text, "covered_by": covered_by, "judge": judge.spec,
+                "rubric": rubric.id, "replicate": replicate, "error": error, "cached": cached}
+
     rec = task.record
     cached = task.origin in ("journal", "cache")
     if rec is None:
         listed = facts if facts else [{"id": UNANSWERED_FACT, "text": None}]
-        return [{**base, "fact_id": f["id"], "fact_text": f["text"], "covered_by": None, "error": task.error, "cached": False} for f in listed]
+        return [row(f["id"], f["text"], None, task.error, False) for f in listed]
     by_id = {f["fact_id"]: f for f in rec["answer"]["facts"]}
     if facts:
-        return [{**base, "fact_id": f["id"], "fact_text": f["text"], "covered_by": by_id[f["id"]]["covered_by"], "error": None, "cached": cached} for f in facts]
-    return [{**base, "fact_id": f["fact_id"], "fact_text": f.get("fact"), "covered_by": f["covered_by"], "error": None, "cached": cached} for f in rec["answer"]["facts"]]
+        return [row(f["id"], f["text"], by_id[f["id"]]["covered_by"], None, cached) for f in facts]
+    return [row(f["fact_id"], f.get("fact"), f["covered_by"], None, cached) for f in rec["answer"]["facts"]]
 
 
 def _order_columns(df: pd.DataFrame, front: list[str]) -> pd.DataFrame:
@@ -573,6 +644,9 @@ def score_run(
     write: bool = True,
     argv: list[str] | None = None,
     echo=None,
+    batch: bool = False,
+    batch_fallback: str = "resubmit",
+    batch_options: dict[str, Any] | None = None,
 ) -> ScoreResult:
     """Score `candidates` against `sources` with one judge and one rubric.
 
@@ -580,6 +654,9 @@ def score_run(
     spec ("openai:gpt-4o-mini"), a JudgeConfig or a Judge. Outputs go to `out` (default
     runs/<judge>-<rubric>) unless `write=False`. `dry_run` validates everything and estimates
     calls, tokens and cost without calling. `echo(line)` receives the dry run's listing.
+    `batch=True` sends the calls through the provider's batch API instead (memjudge.batch:
+    `batch_fallback` "resubmit" or "online" for lines that fail, `batch_options` for limits
+    and polling); costs are then at batch prices.
     """
     t_start = time.perf_counter()
     if not isinstance(replicates, int) or isinstance(replicates, bool) or replicates < 1:
@@ -590,6 +667,13 @@ def score_run(
         if v is not None and not v > 0:
             raise UsageError(f"{name} must be > 0, got {v!r}")
     rub = load_rubric(rubric)
+    batch_settings = None
+    if batch:
+        from memjudge.batch import BatchSettings
+
+        if not write:
+            raise UsageError("batch scoring keeps its job state in the run directory; it needs write=True")
+        batch_settings = BatchSettings.make(fallback=batch_fallback, **(batch_options or {}))
     if facts is not None and rub.kind != "coverage":
         raise UsageError(f"--facts is for the coverage rubric, not {rub.name!r}")
 
@@ -611,7 +695,7 @@ def score_run(
             the_judge, rub, cands, srcs, fact_df, replicates=replicates, out=out, cache_dir=cache_dir, closer=closer,
             use_cache=use_cache, dry_run=dry_run, progress=progress, parquet=parquet, write=write,
             inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
-            judges_file=judges_file, argv=argv, echo=echo, t_start=t_start,
+            judges_file=judges_file, argv=argv, echo=echo, t_start=t_start, batch=batch_settings,
         )
     finally:
         if closer.judge is not None:
@@ -637,7 +721,11 @@ class _Closer:
 
 
 def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df, *, replicates, out, cache_dir, closer,
-           use_cache, dry_run, progress, parquet, write, inputs, judges_file, argv, echo, t_start) -> ScoreResult:
+           use_cache, dry_run, progress, parquet, write, inputs, judges_file, argv, echo, t_start, batch=None) -> ScoreResult:
+    if batch is not None:
+        from memjudge.batch import check_batch_judge
+
+        check_batch_judge(judge)
     source_of = dict(zip(srcs["persona_id"], srcs["source"]))
     identity = judge.identity()
     rid = rub.cache_identity()
@@ -688,7 +776,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
     cache = AnswerCache(cache_dir) if use_cache else None
     try:
         # Reuse: this run directory's journal first, then the cache.
-        journal = _load_journal(out_dir / JOURNAL) if write else {}
+        journal, journal_lines = _load_journal(out_dir / JOURNAL) if write else ({}, 0)
         for key, task in tasks.items():
             rec = journal.get(key)
             if rec is not None:
@@ -699,11 +787,18 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             for key, rec in found.items():
                 tasks[key].record, tasks[key].origin = rec, "cache"
         pending = [t for t in tasks.values() if t.record is None]
+        if cache is not None and pending and journal:
+            # A resumed run: answers journaled just before a kill may not have reached the cache.
+            unsaved = [(k, t.record) for k, t in tasks.items() if t.origin == "journal" and k not in cache]
+            if unsaved:
+                cache.set_many(unsaved)
 
         if dry_run:
             est_in = sum(estimate_tokens(t.call.prompt.system + "\n" + t.call.prompt.user) for t in pending)
             est_out = len(pending) * rub.expected_output_tokens
             est_cost = price_usd(judge.config, {"input_tokens": est_in, "output_tokens": est_out})
+            if batch is not None and est_cost is not None:
+                est_cost *= judge.config.batch_discount
             summary = ScoreSummary(
                 judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=len(slots) if rub.kind == "support" else sum(len(persona_facts.get(s[1]) or []) for s in slots),
                 calls=len(tasks), requested=0, requests=0, reasks=0, retries=0,
@@ -711,6 +806,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 errors=0, verdicts={}, tokens={}, cost_usd=None, seconds=round(time.perf_counter() - t_start, 3), dry_run=True,
                 estimated_input_tokens=est_in, estimated_output_tokens=est_out, estimated_cost_usd=est_cost,
                 out_dir=str(out_dir), cache_dir=str(cache.directory) if cache else None,
+                batch={"discount": judge.config.batch_discount} if batch is not None else None,
             )
             if echo is not None and pending:
                 first = sorted(pending, key=lambda t: judge.order_key(t.call))[0].call
@@ -721,9 +817,15 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         if write:
             job.open_journal()
         limiter = RateLimiter(judge.config.rpm, judge.config.tpm)
+        batch_report = None
         try:
-            if pending:
-                _run_coro(closer.after(job.run(pending, limiter, progress_total=len(tasks), progress_done=len(tasks) - len(pending))))
+            if batch is not None:
+                from memjudge.batch import run_batch
+
+                # Also without pending calls: jobs of an earlier run may still be open.
+                batch_report = _run_coro(closer.after(job.finishing(run_batch(job, pending, out_dir, batch, limiter))))
+            elif pending:
+                _run_coro(closer.after(job.finishing(job.run(pending, limiter, progress_total=len(tasks), progress_done=len(tasks) - len(pending)))))
         finally:
             job.close_journal()
 
@@ -731,11 +833,13 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         labels = coverage = None
         if rub.kind == "support":
             rows = [_label_row(item, r, tasks[key], judge, rub, source_of[item["persona_id"]], extras) for key, item, r, extras in slots]
+            out_rows = rows
             labels = _order_columns(pd.DataFrame(rows), io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS) if rows else pd.DataFrame(columns=io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS)
             verdicts = labels["verdict"].fillna("null").value_counts().to_dict()
             nrows = len(labels)
         else:
             rows = [row for key, pid, r in slots for row in _coverage_rows(pid, r, tasks[key], judge, rub, persona_facts[pid])]
+            out_rows = rows
             coverage = pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"])
             verdicts = {}
             nrows = len(coverage)
@@ -744,11 +848,12 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             requested=sum(1 for t in pending), requests=job.requests, reasks=job.reasks, retries=job.retries,
             cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
             errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
-            tokens=dict(job.tokens), cost_usd=price_usd(judge.config, job.tokens), seconds=0.0,
-            out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache else None,
+            tokens=dict(job.tokens), cost_usd=job_cost_usd(judge.config, job.tokens, job.batch_tokens), seconds=0.0,
+            out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache else None, batch=batch_report,
         )
         if write:
-            _write_outputs(out_dir, judge, rub, labels, coverage, tasks, summary, parquet=parquet, inputs=inputs,
+            compact = bool(pending) or summary.cached > 0 or journal_lines != summary.resumed
+            _write_outputs(out_dir, judge, rub, labels, coverage, out_rows, tasks if compact else None, summary, parquet=parquet, inputs=inputs,
                            replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache else None, use_cache=use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if write:
@@ -759,18 +864,19 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             cache.close()
 
 
-def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, tasks, summary, *, parquet, inputs, replicates,
+def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, tasks, summary, *, parquet, inputs, replicates,
                    judges_file, argv, cache_dir, use_cache) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
-    io.write_jsonl(out_dir / f"{name}.jsonl", io.frame_records(frame))
+    _write_text(out_dir / f"{name}.jsonl", "".join(map(_json_line, rows)))
     if parquet:
         tmp = out_dir / f"{name}.parquet.tmp"
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, out_dir / f"{name}.parquet")
     # The journal keeps exactly the valid answers of this job (it is the run's own memory
     # when the cache is cleared or elsewhere); written atomically like the outputs.
-    io.write_jsonl(out_dir / JOURNAL, ({"key": k, **t.record} for k, t in tasks.items() if t.record is not None))
+    if tasks is not None:  # None: the journal already holds exactly these answers
+        _write_text(out_dir / JOURNAL, "".join(_json_line({"key": k, **t.record}) for k, t in tasks.items() if t.record is not None))
     from memjudge import __version__
 
     config = {
@@ -796,4 +902,4 @@ def score(candidates, sources, judge, **kwargs) -> pd.DataFrame:
     return result.labels if result.labels is not None else result.coverage
 
 
-__all__ = ["MAX_REASKS", "ScoreResult", "ScoreSummary", "default_out_dir", "price_usd", "resolve_judge", "score", "score_run"]
+__all__ = ["MAX_REASKS", "ScoreResult", "ScoreSummary", "default_out_dir", "job_cost_usd", "price_usd", "resolve_judge", "score", "score_run"]
