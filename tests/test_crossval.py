@@ -346,3 +346,29 @@ def test_engine_targeted_with_every_category_gated_equals_global():
     d = compare(cand, lab, cov, gate=gate, repeats=2, folds=4).folds_detail
     g, t = d[d.policy == "global"].reset_index(drop=True), d[d.policy == "targeted"].reset_index(drop=True)
     assert g.drop(columns="policy").equals(t.drop(columns="policy"))
+
+
+def test_exact_per_category_in_the_protocol_matches_the_policy_class_and_beats_greedy():
+    from memjudge.policies import PerCategory
+
+    cand, lab, cov = synthetic(n_personas=20, seed=10, conf_levels=[0.2, 0.4, 0.5, 0.6, 0.8, 0.9])
+    ex = compare(cand, lab, cov, repeats=1, folds=4, floor=0.7, per_category="exact")
+    gr = compare(cand, lab, cov, repeats=1, folds=4, floor=0.7)
+    frame = cand.merge(lab[["assertion_id", "verdict"]], on="assertion_id", how="left")
+    prep = ex.prepared
+    for (r, k, held), (_, row) in zip(fold_assignment(20, 1, 4, 0),
+                                      ex.folds_detail[ex.folds_detail.policy == "per_category"].iterrows()):
+        fit = frame[~frame["persona_id"].isin(prep.personas[held])]
+        pol = PerCategory(["values"], 0.7, method="exact").fit(fit)
+        assert {c: (None if t == -np.inf else t) for c, t in pol.thresholds_.items()} == \
+            {c: t for c, t in row["threshold"].items() if c in pol.thresholds_}
+        g = gr.folds_detail
+        gthr = g[(g.policy == "per_category") & (g.repeat == r) & (g.fold == k)]["threshold"].iloc[0]
+        keep_g = fit["confidence"].to_numpy() >= fit["category"].map(
+            {c: (-np.inf if t is None else t) for c, t in gthr.items()}).to_numpy()
+        keep_e = pol.apply(fit)
+        sup = (fit["verdict"] == S).to_numpy()
+        valid = fit["verdict"].notna().to_numpy()
+        assert (keep_e & sup).sum() / (keep_e & valid).sum() >= (keep_g & sup).sum() / (keep_g & valid).sum()
+    with pytest.raises(UsageError):
+        compare(cand, lab, repeats=1, folds=2, per_category="nope")

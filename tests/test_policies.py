@@ -188,29 +188,53 @@ def test_per_category_never_worse_than_global_or_targeted_and_meets_floor(f, flo
                 assert rp >= ro  # ties are broken towards keeping more
 
 
-def test_per_category_greedy_against_exhaustive_search():
-    """Greedy is never better than the exhaustive optimum, and reaches it on most small sets."""
+def exhaustive_per_category(f, floor):
+    """Best (faithfulness, retention) over every combination of grid thresholds."""
+    conf, cat = f["confidence"].to_numpy(), f["category"].to_numpy()
+    cats = sorted(set(cat))
+    grids = []
+    for c in cats:
+        cc = sorted(set(conf[cat == c]))
+        above = [u for u in sorted(set(conf)) if u > cc[-1]]
+        grids.append([NEG_INF] + cc + above[:1])
+    best = (-np.inf, -np.inf)
+    for combo in itertools.product(*grids):
+        thr = pd.Series(cat).map(dict(zip(cats, combo))).to_numpy()
+        fa, re = faith_ret(f, conf >= thr)
+        if re >= floor and not np.isnan(fa):
+            best = max(best, (fa, re))
+    return best
+
+
+def test_per_category_greedy_and_exact_against_exhaustive_search():
+    """Exact equals the exhaustive optimum (faithfulness, then retention); greedy is never
+    better and reaches it on most small sets."""
     rng = np.random.default_rng(3)
     hits = 0
     trials = 25
     for _ in range(trials):
         n = 12
         f = frame(list(zip(rng.choice(["a", "b", "c"], n), rng.choice([0.2, 0.4, 0.6, 0.8], n),
-                           rng.choice([S, S, S, U], n))))
-        floor = 0.6
-        pc = PerCategory(gate=["a"], floor=floor).fit(f)
-        fp, _ = faith_ret(f, pc.apply(f))
-        conf, cat = f["confidence"].to_numpy(), f["category"].to_numpy()
-        grid = [NEG_INF, 0.2, 0.4, 0.6, 0.8, 1.01]
-        best = -np.inf
-        for ta, tb, tc in itertools.product(grid, repeat=3):
-            thr = pd.Series(cat).map({"a": ta, "b": tb, "c": tc}).to_numpy()
-            fa, re = faith_ret(f, conf >= thr)
-            if re >= floor and not np.isnan(fa):
-                best = max(best, fa)
-        assert fp <= best + 1e-12
-        hits += fp == best
-    assert hits >= trials * 0.7
+                           rng.choice([S, S, S, U, None], n))))
+        floor = float(rng.choice([0.5, 0.6, 0.75]))
+        best = exhaustive_per_category(f, floor)
+        greedy = faith_ret(f, PerCategory(gate=["a"], floor=floor).fit(f).apply(f))
+        exact = faith_ret(f, PerCategory(gate=["a"], floor=floor, method="exact").fit(f).apply(f))
+        assert exact == pytest.approx(best, abs=1e-12)
+        assert greedy[0] <= best[0] + 1e-12
+        hits += greedy[0] == best[0]
+    assert hits >= trials * 0.6
+
+
+@settings(max_examples=60, deadline=None)
+@given(fit_sets(max_n=12), floors)
+def test_exact_per_category_is_optimal_property(f, floor):
+    exact = PerCategory(gate=["c0"], floor=floor, method="exact").fit(f)
+    fe, re = faith_ret(f, exact.apply(f))
+    bf, br = exhaustive_per_category(f, floor)
+    if np.isfinite(bf):
+        assert (fe, re) == pytest.approx((bf, br), abs=1e-12)
+    assert re >= floor
 
 
 def test_fit_threshold_array_api_and_missing_confidence():

@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out")
     m.add_argument("--export-policy")
     m.add_argument("--policy", choices=["targeted", "global", "per_category"], default="targeted")
+    m.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy",
+                   help="per_category fit: greedy coordinate ascent (default, linear) or the exact optimum")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_compare)
 
@@ -132,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=_positive_int, default=20)
     r.add_argument("--folds", type=_positive_int, default=5)
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy")
     r.add_argument("--out")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_robustness)
@@ -295,6 +298,7 @@ def cmd_compare(args) -> int:
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
+        per_category=args.per_category_method,
     )
     out = res.to_json()
     if args.out:
@@ -304,7 +308,7 @@ def cmd_compare(args) -> int:
             "candidates": str(Path(args.candidates).resolve()),
             "labels": [str(Path(p).resolve()) for p in args.labels],
             "coverage": str(Path(args.coverage).resolve()) if args.coverage else None,
-            "judge": res.judge, "replicate": res.replicate,
+            "judge": res.judge, "replicate": res.replicate, "per_category_method": res.per_category_method,
         })
         write_json(run / "sweep.json", res.sweep())
         write_json(run / "calibration.json", res.calibration(seed=args.seed))
@@ -330,6 +334,7 @@ def cmd_robustness(args) -> int:
     res = robustness(
         args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
+        per_category=args.per_category_method,
     )
     out = res.to_json()
     if args.out:

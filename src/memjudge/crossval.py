@@ -26,7 +26,10 @@ Files written by ``memjudge compare --out RUN_DIR`` (all fractions, null never N
 ``compare.json`` — exactly `CompareResult.to_json()` (keys in the issue / README).
 
 ``compare_inputs.json`` — ``{"candidates": PATH, "labels": [PATH, ...], "coverage": PATH|null,
-"judge": SPEC, "replicate": 0|"majority"}``.
+"judge": SPEC, "replicate": 0|"majority", "per_category_method": "greedy"|"exact"}``.
+
+``per_category`` is fitted greedily by default or exactly with ``per_category="exact"``
+(``--per-category-method exact``); see `memjudge.policies.PerCategory`.
 
 ``sweep.json`` — the global-threshold sweep on the full sample::
 
@@ -336,7 +339,7 @@ class _Engine:
         self.cat_bounds = np.searchsorted(prep.cat[self.order_cat], np.arange(self.C + 1))
         self.sup = prep.sup & prep.valid
 
-    def fit(self, fit: np.ndarray, gate, floor: float, policies=POLICY_NAMES):
+    def fit(self, fit: np.ndarray, gate, floor: float, policies=POLICY_NAMES, method: str = "greedy"):
         """Thresholds per category (array of C) for each policy fitted on the `fit` mask, and
         the gated category codes used."""
         p, C = self.p, self.C
@@ -369,7 +372,7 @@ class _Engine:
         if "per_category" in policies:
             segments = [(conf[s], valid[s], sup[s]) for s in segs]
             th = fit_per_category_sorted(segments, conf[idx_all], n_fit, floor,
-                                         [list(out["global"]), list(out["targeted"])])
+                                         [list(out["global"]), list(out["targeted"])], method)
             out["per_category"] = np.array(th)
         return out, gcodes
 
@@ -400,7 +403,7 @@ def full_sample(prep: Prepared, thr: np.ndarray | None = None) -> dict:
 
 
 def run_protocol(prep: Prepared, *, gate, floor: float, repeats: int, folds: int, seed: int,
-                 policies=POLICY_NAMES):
+                 policies=POLICY_NAMES, per_category: str = "greedy"):
     """Per-fold results as a DataFrame (repeat, fold, policy, threshold, metrics) plus the
     per-fold gated categories and the mean held-out/fit persona ratio."""
     P = len(prep.personas)
@@ -423,7 +426,7 @@ def run_protocol(prep: Prepared, *, gate, floor: float, repeats: int, folds: int
         test_p[held] = True
         test = test_p[prep.persona]
         te = np.flatnonzero(test)
-        fitted, gcodes = e.fit(~test, gate_arg, floor, policies)
+        fitted, gcodes = e.fit(~test, gate_arg, floor, policies, per_category)
         gates.append([cats[c] for c in gcodes])
         ratios.append(len(held) / (P - len(held)))
         test_facts = np.flatnonzero(test_p[prep.fact_persona]) if nf else np.zeros(0, np.int64)
@@ -472,6 +475,7 @@ class CompareResult:
     test_train_ratio: float
     prepared: Prepared
     policy_names: tuple = POLICY_NAMES
+    per_category_method: str = "greedy"
 
     # -- summaries -------------------------------------------------------------------------
     def _metric(self, policy: str, metric: str) -> np.ndarray:
@@ -564,7 +568,7 @@ class CompareResult:
         p = self.prepared
         e = _Engine(p)
         gate_arg = "auto" if self.gate == "auto" else p.gate_codes(self.gate)
-        fitted, _ = e.fit(np.ones(p.n, bool), gate_arg, self.floor, self.policy_names)
+        fitted, _ = e.fit(np.ones(p.n, bool), gate_arg, self.floor, self.policy_names, self.per_category_method)
         return fitted
 
     def sweep(self) -> dict:
@@ -603,6 +607,7 @@ class CompareResult:
                 **{k: v for k, v in p.inputs.items()}, "judge": p.judge, "replicate": p.replicate,
                 "n_candidates": p.n, "n_personas": len(p.personas), "n_valid": int(p.valid.sum()),
                 "gate_requested": self.gate, "fit_set": _clean(fs),
+                **({"per_category_method": self.per_category_method} if kind == "per_category" else {}),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             },
         }
@@ -650,27 +655,33 @@ def _resolve_gate(gate, categories: np.ndarray):
 
 def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate="values",
             floor: float = 0.8, repeats: int = 20, folds: int = 5, seed: int = 0,
-            policies=POLICY_NAMES) -> CompareResult:
+            policies=POLICY_NAMES, per_category: str = "greedy") -> CompareResult:
     """Write-all vs global vs targeted (vs per-category) by the exact protocol of spec §8.
 
     candidates, labels, coverage: DataFrames or paths. `gate`: "values", "a,b", a list, or
-    "auto". Returns a `CompareResult` (``.to_json()``, ``.table()``, ``.render()``)."""
+    "auto". `per_category`: "greedy" or "exact" (see `memjudge.policies.PerCategory`).
+    Returns a `CompareResult` (``.to_json()``, ``.table()``, ``.render()``)."""
     prep = labels if isinstance(labels, Prepared) else prepare(candidates, labels, coverage, judge=judge, replicate=replicate)
-    return compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed, policies=policies)
+    return compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed,
+                            policies=policies, per_category=per_category)
 
 
 def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, folds=5, seed=0,
-                     policies=POLICY_NAMES) -> CompareResult:
+                     policies=POLICY_NAMES, per_category: str = "greedy") -> CompareResult:
+    from memjudge.policies import PER_CATEGORY_METHODS
+
+    if per_category not in PER_CATEGORY_METHODS:
+        raise UsageError(f"per-category method must be one of {', '.join(PER_CATEGORY_METHODS)}, got {per_category!r}")
     policies = tuple(p for p in POLICY_NAMES if p in policies)
     if "global" not in policies or "targeted" not in policies:
         raise UsageError("the comparison needs both the global and the targeted policy")
     g = _resolve_gate(gate, prep.categories)
     detail, gates, ratio = run_protocol(prep, gate=g, floor=float(floor), repeats=repeats, folds=folds,
-                                        seed=seed, policies=policies)
+                                        seed=seed, policies=policies, per_category=per_category)
     return CompareResult(
         judge=prep.judge, replicate=prep.replicate, floor=float(floor), gate=g, repeats=repeats,
         folds=folds, seed=seed, write_all=full_sample(prep), folds_detail=detail, fold_gates=gates,
-        test_train_ratio=ratio, prepared=prep, policy_names=policies,
+        test_train_ratio=ratio, prepared=prep, policy_names=policies, per_category_method=per_category,
     )
 
 
@@ -834,6 +845,7 @@ def render_table(res: CompareResult) -> str:
             else:
                 cells.append(f"{_pct(ms['mean'])} ± {_pct(ms['sd'])}")
         label = _LABEL[name] + (f" ({', '.join(res.gate)})" if name == "targeted" and res.gate != "auto" else "")
+        label += f" ({res.per_category_method})" if name == "per_category" else ""
         lines.append(f"{label:<26}{cells[0]:>22}{cells[1]:>22}{cells[2]:>22}"
                      f"{_pts(_nan(s['delta_faithfulness'])):>15}{_pts(_nan(s['delta_coverage'])):>13}")
     pr = res.paired()

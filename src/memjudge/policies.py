@@ -29,6 +29,7 @@ what `memjudge.crossval` calls per fold on pre-sorted data.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ from memjudge.errors import UsageError
 POLICY_FORMAT = "memjudge.retention-policy"
 POLICY_VERSION = 1
 NEG_INF = float("-inf")
+PER_CATEGORY_METHODS = ("greedy", "exact")
 
 # ---------------------------------------------------------------------------------------
 # array level
@@ -131,12 +133,15 @@ def _option_for_threshold(opt: Options, conf_sorted: np.ndarray, t: float) -> in
     return int(np.searchsorted(opt.removed, r, side="left"))
 
 
-def fit_per_category_sorted(segments, all_conf_sorted, n_total: int, floor: float, starts) -> list[float]:
-    """Greedy per-category fit (see `PerCategory`).
+def fit_per_category_sorted(segments, all_conf_sorted, n_total: int, floor: float, starts,
+                            method: str = "greedy") -> list[float]:
+    """Per-category fit (see `PerCategory`), greedy or exact.
 
     segments: per category, (conf, valid, supported) sorted by confidence (possibly empty);
     starts: candidate starting points, each a list of one threshold per category. Returns one
     threshold per category."""
+    if method not in PER_CATEGORY_METHODS:
+        raise UsageError(f"per-category method must be one of {', '.join(PER_CATEGORY_METHODS)}, got {method!r}")
     opts = [category_options(c, v, s, all_conf_sorted) for c, v, s in segments]
     C = len(opts)
     V = sum(o.valid for o in opts)
@@ -177,7 +182,67 @@ def fit_per_category_sorted(segments, all_conf_sorted, n_total: int, floor: floa
                 changed = True
         if not changed:
             break
+    if method == "exact" and V > 0:
+        idx = _exact_per_category(opts, n_total, floor, V, S, idx)
     return [float(o.thresholds[i]) for o, i in zip(opts, idx)]
+
+
+def _exact_per_category(opts, n_total: int, floor: float, V: int, S: int, idx) -> list[int]:
+    """Exact optimum: Dinkelbach iterations on the ratio, each a multiple-choice knapsack solved
+    by dynamic programming over the total number removed (0..cap), in integer arithmetic.
+
+    With the current ratio a/b, maximise Σ_c (a·removed_valid_c − b·removed_supported_c)
+    subject to Σ_c removed_c ≤ cap; a solution with b·kept_supported − a·kept_valid > 0 has a
+    higher ratio and becomes the next a/b. When none has, a/b is optimal; among the optimal
+    solutions the one removing fewest is taken (ties in the DP → lowest option)."""
+    r = np.arange(n_total + 1)
+    cap = int(np.flatnonzero((n_total - r) / n_total >= floor).max())
+
+    def totals(ix):
+        return (sum(int(o.removed_valid[i]) for o, i in zip(opts, ix)),
+                sum(int(o.removed_supported[i]) for o, i in zip(opts, ix)))
+
+    rv, rs = totals(idx)
+    a, b = (S - rs, V - rv) if V - rv > 0 else (0, 1)
+    NEG = -(2 ** 62)
+    W = np.arange(cap + 1)
+    C = len(opts)
+    for _ in range(10_000):
+        dp = np.full(cap + 1, NEG, np.int64)
+        dp[0] = 0
+        choice = np.zeros((C, cap + 1), np.int64)
+        for c, o in enumerate(opts):
+            m = int(np.searchsorted(o.removed, cap, side="right"))
+            g = a * o.removed_valid[:m].astype(np.int64) - b * o.removed_supported[:m].astype(np.int64)
+            src = W[None, :] - o.removed[:m, None]
+            prev = dp[np.clip(src, 0, None)]
+            vals = np.where((src >= 0) & (prev > NEG), prev + g[:, None], NEG)
+            j = vals.argmax(axis=0)  # first maximum = lowest option
+            dp = vals[j, W]
+            choice[c] = j
+
+        def backtrack(w):
+            ix = [0] * C
+            for c in range(C - 1, -1, -1):
+                ix[c] = int(choice[c, w])
+                w -= int(opts[c].removed[ix[c]])
+            return ix
+
+        gain = np.where(dp > NEG, dp + (b * S - a * V), NEG)
+        best = int(gain.max())
+        if best > 0:
+            ix = backtrack(int(gain.argmax()))
+            rv, rs = totals(ix)
+            a, b = S - rs, V - rv
+            g = math.gcd(a, b) or 1
+            a, b = a // g, b // g
+            continue
+        for w in np.flatnonzero(gain == 0):
+            ix = backtrack(int(w))
+            if V - totals(ix)[0] > 0:
+                return ix
+        return list(idx)
+    return list(idx)
 
 
 # ---------------------------------------------------------------------------------------
@@ -340,31 +405,43 @@ class Targeted(_Policy):
 
 
 class PerCategory(_Policy):
-    """One threshold per category, fitted greedily to maximise faithfulness s.t. the floor.
+    """One threshold per category, fitted to maximise faithfulness subject to the floor.
 
-    Algorithm (greedy coordinate ascent, not guaranteed globally optimal — the exact problem
-    is a fractional multiple-choice knapsack):
+    Candidate thresholds of a category: −∞, its distinct confidences, and the lowest confidence
+    of the whole fit set above its maximum (so the category can be dropped whole). Every global
+    or targeted threshold maps onto this grid with identical decisions on the fit set.
 
-    1. Each category's candidate thresholds are −∞, its distinct confidences, and the lowest
-       confidence of the whole fit set above its maximum (so the category can be dropped whole).
-    2. Start from the better — by (faithfulness, retained) — of the fitted global and
-       targeted solutions (``gate`` as for `Targeted`), mapped onto that grid with identical
-       decisions on the fit set (the lowest grid threshold making the same decisions).
-    3. Visit the categories in sorted order; for each, take the best feasible threshold given
+    ``method="greedy"`` (default; linear in the data) — coordinate ascent:
+
+    1. Start from the better — by (faithfulness, retained) — of the fitted global and targeted
+       solutions (``gate`` as for `Targeted`), mapped onto the grid (the lowest grid threshold
+       making the same decisions).
+    2. Visit the categories in sorted order; for each, take the best feasible threshold given
        the others (max faithfulness, ties → lowest threshold) and accept it when
        (faithfulness, retained) improves lexicographically. Repeat full passes until one
        changes nothing.
 
-    Step 2 and the monotone acceptance rule make it never worse on the fit set than
-    `GlobalThreshold` or `Targeted`; step 3 ends at a point no single category's threshold
-    can improve. A category unseen at fit time is admitted (threshold −∞).
+    Step 1 and the monotone acceptance rule make it never worse on the fit set than
+    `GlobalThreshold` or `Targeted`; it ends where no single category's threshold can improve,
+    which is not always the global optimum.
+
+    ``method="exact"`` — the global optimum on the grid: from the greedy solution, Dinkelbach
+    iterations on the ratio, each an exact multiple-choice knapsack (dynamic programming over
+    the number removed, integer arithmetic); among optimal solutions, the one retaining most
+    (then the lowest thresholds, resolved from the last category backwards). Its cost grows
+    with (number of removable candidates) × (grid points), so it suits paper-scale data.
+
+    A category unseen at fit time is admitted (threshold −∞).
     """
 
     kind = "per_category"
 
-    def __init__(self, gate=("values",), floor: float = 0.8):
+    def __init__(self, gate=("values",), floor: float = 0.8, method: str = "greedy"):
         super().__init__(floor)
+        if method not in PER_CATEGORY_METHODS:
+            raise UsageError(f"per-category method must be one of {', '.join(PER_CATEGORY_METHODS)}, got {method!r}")
         self.gate_spec = gate if gate == "auto" else list(gate)
+        self.method = method
 
     def fit(self, frame):
         cat, conf, valid, sup = frame_arrays(frame)
@@ -378,7 +455,7 @@ class PerCategory(_Policy):
             segments.append((conf[idx], valid[idx], sup[idx]))
         starts = [[g.threshold_] * len(cats),
                   [t.threshold_ if c in t.gate_ else NEG_INF for c in cats]]
-        th = fit_per_category_sorted(segments, np.sort(conf), len(conf), self.floor, starts)
+        th = fit_per_category_sorted(segments, np.sort(conf), len(conf), self.floor, starts, self.method)
         self.thresholds_ = dict(zip(cats, th))
         return self._finish_fit(frame)
 
@@ -393,10 +470,12 @@ class PerCategory(_Policy):
 POLICIES = {"write_all": WriteAll, "global": GlobalThreshold, "targeted": Targeted, "per_category": PerCategory}
 
 
-def make_policy(kind: str, *, gate=("values",), floor: float = 0.8) -> _Policy:
+def make_policy(kind: str, *, gate=("values",), floor: float = 0.8, method: str = "greedy") -> _Policy:
     if kind not in POLICIES:
         raise UsageError(f"unknown policy {kind!r} (expected one of {', '.join(POLICIES)})")
-    if kind in ("targeted", "per_category"):
+    if kind == "per_category":
+        return PerCategory(gate=gate, floor=floor, method=method)
+    if kind == "targeted":
         return POLICIES[kind](gate=gate, floor=floor)
     return POLICIES[kind](floor=floor)
 

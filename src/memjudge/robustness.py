@@ -217,7 +217,8 @@ def _coverage_for(cov: pd.DataFrame | None, judge: str):
 
 
 def robustness(candidates, labels, coverage=None, *, gate="values", floor: float = 0.8, repeats: int = 20,
-               folds: int = 5, seed: int = 0, B: int = B_DEFAULT, replicates: bool = True) -> RobustnessResult:
+               folds: int = 5, seed: int = 0, B: int = B_DEFAULT, replicates: bool = True,
+               per_category: str = "greedy") -> RobustnessResult:
     """The comparison under every judge (and replicate) in `labels`; see the module docstring.
 
     candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths)."""
@@ -253,7 +254,8 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
             lowest = cats[int(np.flatnonzero(rates == m)[0])]
         gated = ([lowest] if lowest is not None else []) if g == "auto" else list(g)
         p = p_lowest(reps, [cats.index(c) for c in gated])
-        res = compare_prepared(prep, gate=g, floor=floor, repeats=repeats, folds=folds, seed=seed)
+        res = compare_prepared(prep, gate=g, floor=floor, repeats=repeats, folds=folds, seed=seed,
+                               per_category=per_category)
         units.append(Unit(j, r, prep, table, lowest, gated, p, res))
     ktab = kendall_table([u for i, u in enumerate(units) if units_spec[i][0] not in
                           {units_spec[k][0] for k in range(i)}])
