@@ -4,13 +4,16 @@
 #
 #   examples/synthpai.sh [SYNTHPAI_FOLDER] [OUT]      (defaults: ../shared/data/synthpai, runs/synthpai)
 #
-# Offline and deterministic (fixed seeds); a few minutes on two cores. PYTHON picks the interpreter
-# that has memjudge installed (default: python3).
+# Offline and deterministic (fixed seeds); about a minute on two cores. PYTHON picks the interpreter
+# that has memjudge installed (default: python3); REPEATS (default 20, the protocol's R) and
+# BOOTSTRAP (agreement resamples, default 2000) exist only to make a quick smoke run.
 set -euo pipefail
 
 DATA=${1:-../shared/data/synthpai}
 OUT=${2:-runs/synthpai}
 PY=${PYTHON:-python3}
+REPEATS=${REPEATS:-20}
+BOOTSTRAP=${BOOTSTRAP:-2000}
 HUMAN=synthpai:human-checked
 LLM=synthpai:llm-only
 mj() { "$PY" -m memjudge "$@"; }
@@ -44,11 +47,11 @@ STUDY=$OUT/study
 mkdir -p "$STUDY"
 cp "$OUT/import/labels.jsonl" "$STUDY/labels.jsonl"  # the report summarises the labels it finds in the run
 # 3. Agreement between the judges: on their verdicts as given (3 labels), and binary.
-mj agreement "$OUT/import/labels.jsonl" --out "$STUDY"
-mj agreement "$OUT/paired/labels_binary.jsonl" --out "$OUT/agreement-binary"
+mj agreement "$OUT/import/labels.jsonl" --bootstrap "$BOOTSTRAP" --out "$STUDY"
+mj agreement "$OUT/paired/labels_binary.jsonl" --bootstrap "$BOOTSTRAP" --out "$OUT/agreement-binary"
 
 # 4. Does the policy ordering survive the change of judge? (gate chosen inside each fit fold)
-mj robustness "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --gate auto --out "$STUDY"
+mj robustness "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --gate auto --repeats "$REPEATS" --out "$STUDY"
 
 # 5. Each judge on its own: --gate auto, and the single lowest-support category under that judge
 #    (read from robustness.json) against the global threshold. Human-checked also on all 37,880.
@@ -56,11 +59,11 @@ lowest() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(next
 LOW_HUMAN=$(lowest "$HUMAN")
 LOW_LLM=$(lowest "$LLM")
 echo "lowest-support category: $HUMAN → $LOW_HUMAN, $LLM → $LOW_LLM"
-mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$HUMAN" --gate auto --out "$STUDY"
-mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$HUMAN" --gate "$LOW_HUMAN" --out "$OUT/compare/human-$LOW_HUMAN"
-mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$LLM" --gate auto --out "$OUT/compare/llm-auto"
-mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$LLM" --gate "$LOW_LLM" --out "$OUT/compare/llm-$LOW_LLM"
-mj compare "$OUT/import/candidates.jsonl" --labels "$OUT/import/labels.jsonl" --judge "$HUMAN" --gate auto --out "$OUT/compare/human-all-auto"
+mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$HUMAN" --gate auto --repeats "$REPEATS" --out "$STUDY"
+mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$HUMAN" --gate "$LOW_HUMAN" --repeats "$REPEATS" --out "$OUT/compare/human-$LOW_HUMAN"
+mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$LLM" --gate auto --repeats "$REPEATS" --out "$OUT/compare/llm-auto"
+mj compare "$OUT/paired/candidates.jsonl" --labels "$OUT/paired/labels.jsonl" --judge "$LLM" --gate "$LOW_LLM" --repeats "$REPEATS" --out "$OUT/compare/llm-$LOW_LLM"
+mj compare "$OUT/import/candidates.jsonl" --labels "$OUT/import/labels.jsonl" --judge "$HUMAN" --gate auto --repeats "$REPEATS" --out "$OUT/compare/human-all-auto"
 
 # 6. Report with figures.
 mj report "$STUDY"
