@@ -372,3 +372,13 @@ def test_exact_per_category_in_the_protocol_matches_the_policy_class_and_beats_g
         assert (keep_e & sup).sum() / (keep_e & valid).sum() >= (keep_g & sup).sum() / (keep_g & valid).sum()
     with pytest.raises(UsageError):
         compare(cand, lab, repeats=1, folds=2, per_category="nope")
+
+
+def test_unlabelled_candidates_and_unmatched_labels_are_counted():
+    cand, lab, _ = synthetic(n_personas=8, seed=13)
+    lab = pd.concat([lab.iloc[5:], pd.DataFrame([{"assertion_id": "zzz", "judge": "sim:a", "replicate": 0, "rubric": "support",
+                                                  "verdict": S}])], ignore_index=True)
+    res = compare(cand, lab, repeats=1, folds=2)
+    assert res.prepared.n_unlabelled == 5 and res.prepared.n_labels_unmatched == 1
+    assert int(res.prepared.valid.sum()) == lab["verdict"].notna().sum() - 1
+    assert "5 candidates have no label" in res.render() and "1 labels name assertions" in res.render()

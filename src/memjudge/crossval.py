@@ -102,6 +102,7 @@ class Prepared:
     pair_cand: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     n_facts_unjudged: int = 0
     n_unlabelled: int = 0
+    n_labels_unmatched: int = 0
     inputs: dict = field(default_factory=dict)
 
     @property
@@ -254,7 +255,8 @@ def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0) -> Pr
         personas=personas.astype(str), categories=categories.astype(str), persona=persona.astype(np.int64),
         cat=cat.astype(np.int64), conf=cand["confidence"].to_numpy(dtype=float), valid=valid, sup=sup,
         assertion_ids=aid, judge=judge, replicate=replicate,
-        n_unlabelled=int((~aid_in(aid, verdicts.index)).sum()), inputs=inputs,
+        n_unlabelled=int((~aid_in(aid, verdicts.index)).sum()),
+        n_labels_unmatched=int((~aid_in(np.asarray(verdicts.index, dtype=str), aid)).sum()), inputs=inputs,
     )
     cov = _load_coverage(coverage, judge, replicate)
     if cov is not None:
@@ -871,6 +873,8 @@ def render_table(res: CompareResult) -> str:
     notes = []
     if p.n_unlabelled:
         notes.append(f"{p.n_unlabelled} candidates have no label from this judge (no valid verdict)")
+    if p.n_labels_unmatched:
+        notes.append(f"{p.n_labels_unmatched} labels name assertions that are not among the candidates (ignored)")
     if p.has_coverage and p.n_facts_unjudged:
         notes.append(f"{p.n_facts_unjudged} reference facts without a coverage verdict excluded")
     if not p.has_coverage:
