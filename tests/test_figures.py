@@ -107,7 +107,7 @@ def test_axes_carry_labels_units_and_judge_names():
     fig = F.support_by_category(rates(), gated=["values"])
     ax = fig.axes[0]
     assert "%" in ax.get_ylabel()
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == ["gemini:gemini-2.5-pro", "sim:lenient (simulated)"]
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks[0] == "values\n(gated)", "lowest category first and marked as gated"
@@ -122,6 +122,16 @@ def test_axes_carry_labels_units_and_judge_names():
     y = solid[0].get_ydata()
     kept = sweep().sort_values("threshold")["retention"].to_numpy() >= 0.8  # drawn in threshold order
     assert np.all(np.isnan(np.asarray(y, dtype=float)[~kept])) and not np.any(np.isnan(np.asarray(y, dtype=float)[kept]))
+
+
+def test_a_judge_keeps_its_colour_across_figures():
+    styles = F.judge_styles(["sim:noisy (simulated)", "gemini:gemini-2.5-pro"])
+    fig = F.flip_rate_by_category(flips(), styles=styles)
+    colour = {t.get_text(): h.get_facecolor() for t, h in zip(fig.legends[0].get_texts(), fig.legends[0].legend_handles)}
+    import matplotlib.colors as mc
+
+    assert mc.to_hex(colour["sim:noisy (simulated)"]) == styles["sim:noisy (simulated)"][0].lower()
+    assert mc.to_hex(colour["gemini:gemini-2.5-pro"]) == styles["gemini:gemini-2.5-pro"][0].lower()
 
 
 def test_values_drawn_are_the_data_in_percent():

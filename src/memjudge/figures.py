@@ -106,8 +106,21 @@ def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
 # Figure 1a
 
 
+def judge_styles(judges: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """A (colour, hatch) per judge, in the given order: pass the same mapping to every figure of
+    a report so that a judge looks the same everywhere."""
+    return {j: (PALETTE[i % len(PALETTE)], HATCHES[i % len(HATCHES)]) for i, j in enumerate(dict.fromkeys(judges))}
+
+
+def _judge_legend(fig: Figure, ax, n: int) -> None:
+    # Below the axes: bars reach the top of the plot, so any inside corner hides data.
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, title="Judge", loc="outside lower center", ncols=min(n, 4), frameon=False)
+
+
 @_paper_style
-def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: str | None = None) -> Figure:
+def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: str | None = None,
+                        styles: dict[str, tuple[str, str]] | None = None) -> Figure:
     """Support rate by category with 95% intervals, one bar per judge within each category.
 
     `rates`: columns judge, category, rate, lo, hi (fractions; lo/hi may be NaN). Categories
@@ -125,6 +138,7 @@ def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: s
     cats += [c for c in dict.fromkeys(rates["category"]) if c not in cats]
     width = 0.8 / len(judges)
     x = np.arange(len(cats))
+    styles = {**judge_styles(judges), **(styles or {})}
     gated = set(gated or ())
     for i, c in enumerate(cats):
         if c in gated:
@@ -132,7 +146,7 @@ def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: s
     for j, judge in enumerate(judges):
         sub = rates[rates["judge"] == judge].set_index("category").reindex(cats)
         xs = x - 0.4 + width * (j + 0.5)
-        ax.bar(xs, _pct(sub["rate"]), width * 0.92, color=PALETTE[j % len(PALETTE)], hatch=HATCHES[j % len(HATCHES)],
+        ax.bar(xs, _pct(sub["rate"]), width * 0.92, color=styles[judge][0], hatch=styles[judge][1],
                edgecolor="white", linewidth=0.4, label=str(judge),
                yerr=_yerr(_pct(sub["rate"]), _pct(sub["lo"]), _pct(sub["hi"])),
                error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
@@ -146,7 +160,7 @@ def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: s
     ax.set_ylabel("Source support (% of valid verdicts)")
     ax.set_xlabel("Category (bars: 95% persona-cluster bootstrap intervals)")
     ax.set_title(title or "Support by category")
-    ax.legend(title="Judge", loc="lower right", frameon=True, framealpha=0.9, ncols=1 if len(judges) < 4 else 2)
+    _judge_legend(fig, ax, len(judges))
     return fig
 
 
@@ -341,7 +355,8 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
 
 
 @_paper_style
-def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None) -> Figure:
+def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None,
+                          styles: dict[str, tuple[str, str]] | None = None) -> Figure:
     """Re-score flip rate by category with 95% intervals, one bar per judge.
 
     `flips`: columns judge, category, flip_rate, lo, hi (fractions), items. The category
@@ -354,6 +369,7 @@ def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None) -> Figu
     _style(ax)
     judges = list(dict.fromkeys(flips["judge"]))
     cats = list(dict.fromkeys(flips["category"]))
+    styles = {**judge_styles(judges), **(styles or {})}
     if "all" in cats:
         cats = ["all"] + [c for c in cats if c != "all"]
     width = 0.8 / len(judges)
@@ -361,8 +377,8 @@ def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None) -> Figu
     for j, judge in enumerate(judges):
         sub = flips[flips["judge"] == judge].set_index("category").reindex(cats)
         rate = _pct(sub["flip_rate"])
-        ax.bar(x - 0.4 + width * (j + 0.5), rate, width * 0.92, color=PALETTE[j % len(PALETTE)],
-               hatch=HATCHES[j % len(HATCHES)], edgecolor="white", linewidth=0.4, label=str(judge),
+        ax.bar(x - 0.4 + width * (j + 0.5), rate, width * 0.92, color=styles[judge][0],
+               hatch=styles[judge][1], edgecolor="white", linewidth=0.4, label=str(judge),
                yerr=_yerr(rate, _pct(sub["lo"]), _pct(sub["hi"])),
                error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
     ax.axvline(0.5, color="#BBBBBB", linewidth=0.6) if "all" in cats and len(cats) > 1 else None
@@ -373,7 +389,7 @@ def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None) -> Figu
     ax.set_ylabel("Flip rate (% of replicate pairs that differ)")
     ax.set_xlabel("Category (bars: 95% persona-cluster bootstrap intervals)")
     ax.set_title(title or "Judge re-score noise by category")
-    ax.legend(title="Judge", loc="upper right", frameon=True, framealpha=0.9)
+    _judge_legend(fig, ax, len(judges))
     return fig
 
 
@@ -418,7 +434,7 @@ def agreement_matrix(pairs: pd.DataFrame, judges: Sequence[str] | None = None, t
     return fig
 
 
-def _short(name: str, width: int = 22) -> str:
+def _short(name: str, width: int = 30) -> str:
     name = str(name)
     return name if len(name) <= width else name[: width - 1] + "…"
 

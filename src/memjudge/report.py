@@ -399,8 +399,11 @@ def calibration_frame(run: Run) -> pd.DataFrame:
 
 def flip_frame(run: Run) -> pd.DataFrame:
     rows = []
-    for j in (run.get("noise") or {}).get("judges", []):
-        name = judge_label(j["judge"], run) + (f" [{j['rubric']}]" if j.get("rubric") not in (None, "support") else "")
+    judges = (run.get("noise") or {}).get("judges", [])
+    several = {n for n in {j["judge"] for j in judges} if sum(j["judge"] == n for j in judges) > 1}
+    for j in judges:
+        # the rubric is named only where one judge was measured under several
+        name = judge_label(j["judge"], run) + (f" [{j.get('rubric')}]" if j["judge"] in several else "")
         lo, hi = interval(j.get("flip_rate_ci"))
         rows.append({"judge": name, "category": "all", "flip_rate": num(j.get("flip_rate")), "lo": lo, "hi": hi,
                      "items": num(j.get("items"))})
@@ -951,6 +954,8 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
 
     dpi = dpi or F.DPI
     made: dict[str, tuple[Path, str]] = {}
+    # one colour and hatch per judge across every figure of the report
+    styles = F.judge_styles(list(support_rates(run)["judge"]) + list(flip_frame(run)["judge"]))
 
     def save(name, fig, caption):
         path = F.save_png(fig, out_dir / FIGURE_FILES[name], dpi=dpi)
@@ -960,7 +965,7 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
     rates = support_rates(run)
     if not rates.empty:
         gated = _gated(run)
-        save("support_by_category", F.support_by_category(rates, gated),
+        save("support_by_category", F.support_by_category(rates, gated, styles=styles),
              "Support by category, one bar per judge, with 95% persona-cluster intervals"
              + (f"; gated category shaded ({', '.join(gated)})" if gated else "") + ". Data: robustness.json.")
     sweep, points = sweep_frame(run), policy_points(run)
@@ -996,7 +1001,7 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
              + "; lower panel: candidates per bin. Data: calibration.json.")
     flips = flip_frame(run)
     if flips["flip_rate"].notna().any():
-        save("flip_rate", F.flip_rate_by_category(flips),
+        save("flip_rate", F.flip_rate_by_category(flips, styles=styles),
              "Re-score flip rate by category with 95% persona-cluster intervals, per judge. Data: noise.json.")
     pairs = pair_frame(run)
     if not pairs.empty:
