@@ -538,6 +538,378 @@ ROUTES: list[Route] = [
 
 
 # ---------------------------------------------------------------------------------------------
+# Batches: files and batch jobs of both providers, as the real SDKs call them
+#
+# OpenAI: POST /v1/files (multipart), GET /v1/files/{id}/content, POST /v1/batches,
+# GET /v1/batches/{id}, POST /v1/batches/{id}/cancel, GET /v1/batches (newest first, `after`).
+# Gemini (v1, v1beta): POST models/{m}:batchGenerateContent with inline requests,
+# GET batches/{id}, POST batches/{id}:cancel, GET batches (pageSize/pageToken).
+#
+# A job walks through `BatchPlan.states`, one step per poll (the last state stays). When it
+# reaches a terminal state its lines are answered by the normal handlers (openai_chat,
+# gemini_generate), each as a request of route "openai.batch_line"/"gemini.batch_line", so
+# scripted faults aimed at those routes shape single lines: a status fault puts the line in
+# the error file (Gemini: an inline error), "drop" leaves it out, "malformed_body" writes a
+# line that is not JSON (OpenAI), and answer faults (malformed_answer, safety, ...) shape
+# the answer. Results come out of order (shuffled) unless the plan says otherwise.
+
+BATCH_TERMINAL = ("completed", "failed", "expired", "cancelled")
+_GEMINI_BATCH_STATES = {
+    "validating": "BATCH_STATE_PENDING", "in_progress": "BATCH_STATE_RUNNING", "finalizing": "BATCH_STATE_RUNNING",
+    "cancelling": "BATCH_STATE_RUNNING", "completed": "BATCH_STATE_SUCCEEDED", "failed": "BATCH_STATE_FAILED",
+    "expired": "BATCH_STATE_EXPIRED", "cancelled": "BATCH_STATE_CANCELLED",
+}
+
+
+@dataclass
+class BatchPlan:
+    """How the fake runs one batch job. `states` are reported by successive polls (provider-
+    neutral names: validating, in_progress, finalizing, completed, failed, expired,
+    cancelled); `answered` is how many lines an expired or cancelled job answers before it
+    stops (the rest expire, OpenAI: error lines with code batch_expired); `order` of the
+    results: "shuffle", "reverse" or "keep"."""
+
+    states: tuple[str, ...] = ("validating", "in_progress", "completed")
+    answered: int = 0
+    order: str = "shuffle"
+    failure: str = "the input file could not be validated (fake)"
+
+
+@dataclass
+class FakeBatch:
+    id: str
+    provider: str
+    created_at: float
+    model: str
+    lines: list[dict]  # OpenAI: the input file's lines; Gemini: the inline requests
+    plan: BatchPlan
+    label: str | None  # OpenAI metadata / Gemini displayName
+    metadata: dict | None = None
+    input_file_id: str | None = None
+    step: int = 0
+    status: str = "validating"
+    cancel_requested: bool = False
+    output: list | None = None  # set on reaching a terminal state
+    errors: list | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+
+
+class BatchStore:
+    """The fake's files and batch jobs; `plans` are consumed one per created job (FIFO),
+    `default_plan` afterwards. While `hold` is set, jobs do not reach a terminal state."""
+
+    def __init__(self):
+        self.files: dict[str, dict] = {}
+        self.jobs: dict[str, FakeBatch] = {}
+        self.plans: list[BatchPlan] = []
+        self.default_plan = BatchPlan()
+        self.hold = False
+        self.lines: list[RecordedRequest] = []  # every line run, as a request
+        self.lock = threading.RLock()
+        self._n = 0
+
+    def next_id(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n:04d}"
+
+
+def _batches(server: FakeServer) -> BatchStore:
+    return server.batches
+
+
+def _multipart(req: RecordedRequest) -> dict[str, tuple[str | None, bytes]]:
+    import email.parser
+    import email.policy
+
+    ctype = req.headers.get("content-type", "")
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + req.body)
+    out = {}
+    for part in msg.iter_parts():
+        out[part.get_param("name", header="content-disposition")] = (part.get_filename(), part.get_payload(decode=True) or b"")
+    return out
+
+
+def openai_file_create(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    try:
+        parts = _multipart(req)
+        filename, data = parts["file"]
+        purpose = parts["purpose"][1].decode()
+    except (KeyError, ValueError, AttributeError) as exc:
+        return OpenAIWire.error(400, f"bad multipart upload: {exc}", None, "header")
+    store = _batches(server)
+    with store.lock:
+        fid = store.next_id("file-fake")
+        store.files[fid] = {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                            "filename": filename or "upload.jsonl", "purpose": purpose, "status": "processed", "data": data}
+    return Reply(200, {k: v for k, v in store.files[fid].items() if k != "data"})
+
+
+def openai_file_content(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    f = _batches(server).files.get(req.params["file_id"])
+    if f is None:
+        return OpenAIWire.error(404, f"no file {req.params['file_id']}", None, "header")
+    return Reply(200, f["data"], {"content-type": "application/octet-stream"})
+
+
+def _line_request(server: FakeServer, provider: str, body: dict, model: str) -> RecordedRequest:
+    req = RecordedRequest(time.monotonic(), "POST", f"/batch-line/{provider}", {}, {}, json.dumps(body).encode(), body,
+                          route=f"{provider}.batch_line", provider=provider, params={"model": model})
+    return req
+
+
+def _run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
+    """Answer the job's lines (the first `upto`, or all) through the normal handlers."""
+    import random
+
+    out, errors = [], []
+    for i, line in enumerate(job.lines):
+        if job.provider == "openai":
+            key, body = line.get("custom_id"), line.get("body") or {}
+        else:
+            key, body = (line.get("metadata") or {}).get("key"), line.get("request") or {}
+        if upto is not None and i >= upto:
+            if job.provider == "openai" and job.status == "expired":
+                errors.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key, "response": None,
+                               "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})
+            continue
+        req = _line_request(server, job.provider, body, str(body.get("model") or job.model).removeprefix("models/"))
+        fault = server._next_fault(req) or Fault("ok")
+        req.fault = fault.kind
+        with server.batches.lock:
+            server.batches.lines.append(req)
+        if fault.kind == "drop":
+            continue
+        if job.provider == "openai":
+            if fault.kind == "status":
+                reply = OpenAIWire.error(fault.status, f"fake {fault.status} error", None, "header")
+                errors.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key,
+                               "response": {"status_code": fault.status, "request_id": f"req_{i}", "body": reply.body}, "error": None})
+            elif fault.kind == "malformed_body":
+                out.append(json.dumps({"id": f"batch_req_{job.id}_{i}", "custom_id": key, "response": {"status_code": 200, "body": {}}})[:70])
+            else:
+                reply = openai_chat(server, req, fault)
+                out.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key,
+                            "response": {"status_code": 200, "request_id": reply.headers.get("x-request-id"), "body": reply.body}, "error": None})
+        else:
+            meta = line.get("metadata")
+            if fault.kind == "status":
+                item: dict[str, Any] = {"error": {"code": fault.status, "message": f"fake {fault.status} error"}}
+            else:
+                item = {"response": gemini_generate(server, req, fault if fault.kind != "malformed_body" else Fault("malformed_answer")).body}
+            if meta is not None:
+                item["metadata"] = meta
+            out.append(item)
+    order = job.plan.order
+    if order == "shuffle":
+        random.Random(job.id).shuffle(out)
+        random.Random(job.id + "e").shuffle(errors)
+    elif order == "reverse":
+        out.reverse()
+        errors.reverse()
+    job.output, job.errors = out, errors
+
+
+def _file_of(server: FakeServer, lines: list) -> str | None:
+    if not lines:
+        return None
+    store = _batches(server)
+    data = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines).encode()
+    fid = store.next_id("file-fake")
+    store.files[fid] = {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                        "filename": "batch_output.jsonl", "purpose": "batch_output", "status": "processed", "data": data}
+    return fid
+
+
+def _advance(server: FakeServer, job: FakeBatch) -> None:
+    """One poll: the next planned state (or cancelled after a cancel), results on reaching a
+    terminal state."""
+    if job.status in BATCH_TERMINAL:
+        return
+    store = _batches(server)
+    if job.cancel_requested:
+        nxt = "cancelled"
+    else:
+        states = job.plan.states
+        step = min(job.step + 1, len(states) - 1)
+        nxt = states[step]
+        if store.hold and nxt in BATCH_TERMINAL:
+            return
+        job.step = step
+    job.status = nxt
+    if nxt in BATCH_TERMINAL:
+        if nxt == "failed":
+            job.output, job.errors = [], []
+        else:
+            _run_lines(server, job, None if nxt == "completed" else job.plan.answered)
+        if job.provider == "openai":
+            job.output_file_id = _file_of(server, job.output)
+            job.error_file_id = _file_of(server, job.errors)
+
+
+def _create_job(server: FakeServer, provider: str, model: str, lines: list, label: str | None, **kw) -> FakeBatch:
+    store = _batches(server)
+    with store.lock:
+        plan = store.plans.pop(0) if store.plans else store.default_plan
+        job = FakeBatch(id=store.next_id("batch_fake" if provider == "openai" else "fakeb"), provider=provider,
+                        created_at=time.time(), model=model, lines=lines, plan=plan, label=label, status=plan.states[0], **kw)
+        store.jobs[job.id] = job
+    return job
+
+
+def _openai_batch_json(job: FakeBatch) -> dict:
+    done = len(job.output or []) if job.output is not None else 0
+    failed = len(job.errors or []) if job.errors is not None else 0
+    body = {
+        "id": job.id, "object": "batch", "endpoint": "/v1/chat/completions", "errors": None,
+        "input_file_id": job.input_file_id, "completion_window": "24h", "status": job.status,
+        "output_file_id": job.output_file_id, "error_file_id": job.error_file_id,
+        "created_at": int(job.created_at), "expires_at": int(job.created_at) + 86400, "metadata": job.metadata,
+        "request_counts": {"total": len(job.lines), "completed": done, "failed": failed},
+    }
+    if job.status == "failed":
+        body["errors"] = {"object": "list", "data": [{"code": "invalid_file", "message": job.plan.failure, "line": None, "param": None}]}
+    return body
+
+
+def openai_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    body = req.json
+    f = _batches(server).files.get(body.get("input_file_id"))
+    if f is None:
+        return OpenAIWire.error(400, f"no file {body.get('input_file_id')}", None, "header")
+    if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
+        return OpenAIWire.error(400, "unsupported endpoint or completion window", None, "header")
+    try:
+        lines = [json.loads(x) for x in f["data"].decode().splitlines() if x.strip()]
+    except ValueError:
+        return OpenAIWire.error(400, "the input file is not JSONL", None, "header")
+    ids = [x.get("custom_id") for x in lines]
+    if len(set(ids)) != len(ids):
+        return OpenAIWire.error(400, "duplicate custom_id in the input file", None, "header")
+    metadata = body.get("metadata")
+    job = _create_job(server, "openai", str(lines[0]["body"].get("model")) if lines else "", lines,
+                      (metadata or {}).get("memjudge_label"), metadata=metadata, input_file_id=f["id"])
+    return Reply(200, _openai_batch_json(job))
+
+
+def _job_or_404(server: FakeServer, req: RecordedRequest, provider: str) -> FakeBatch | Reply:
+    job = _batches(server).jobs.get(req.params["batch_id"])
+    if job is None or job.provider != provider:
+        return WIRES[provider].error(404, f"no batch {req.params['batch_id']}", None, "header")
+    return job
+
+
+def openai_batch_get(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    job = _job_or_404(server, req, "openai")
+    if isinstance(job, Reply):
+        return job
+    with _batches(server).lock:
+        _advance(server, job)
+    return Reply(200, _openai_batch_json(job))
+
+
+def openai_batch_cancel(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    job = _job_or_404(server, req, "openai")
+    if isinstance(job, Reply):
+        return job
+    with _batches(server).lock:
+        if job.status not in BATCH_TERMINAL:
+            job.cancel_requested, job.status = True, "cancelling"
+    return Reply(200, _openai_batch_json(job))
+
+
+def openai_batch_list(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    jobs = sorted((j for j in _batches(server).jobs.values() if j.provider == "openai"), key=lambda j: j.id, reverse=True)
+    after = (req.query.get("after") or [None])[0]
+    limit = int((req.query.get("limit") or ["20"])[0])
+    if after is not None:
+        ids = [j.id for j in jobs]
+        jobs = jobs[ids.index(after) + 1:] if after in ids else []
+    page = jobs[:limit]
+    return Reply(200, {"object": "list", "data": [_openai_batch_json(j) for j in page],
+                       "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None,
+                       "has_more": len(jobs) > limit})
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+def _gemini_batch_json(job: FakeBatch) -> dict:
+    meta: dict[str, Any] = {
+        "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+        "model": f"models/{job.model}", "displayName": job.label, "state": _GEMINI_BATCH_STATES[job.status],
+        "createTime": _rfc3339(job.created_at), "updateTime": _rfc3339(time.time()),
+        "batchStats": {"requestCount": str(len(job.lines))},
+    }
+    if job.output is not None:
+        meta["output"] = {"inlinedResponses": {"inlinedResponses": job.output}}
+    body = {"name": f"batches/{job.id}", "metadata": meta}
+    if job.status in BATCH_TERMINAL:
+        body["done"] = True
+    return body
+
+
+def gemini_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    batch = (req.json or {}).get("batch") or {}
+    requests = (((batch.get("inputConfig") or {}).get("requests") or {}).get("requests"))
+    if not isinstance(requests, list):
+        return GeminiWire.error(400, "batch.inputConfig.requests.requests is required (fake: inline requests only)", None, "header")
+    job = _create_job(server, "gemini", req.params["model"], requests, batch.get("displayName"))
+    return Reply(200, _gemini_batch_json(job))
+
+
+def gemini_batch_get(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    job = _job_or_404(server, req, "gemini")
+    if isinstance(job, Reply):
+        return job
+    with _batches(server).lock:
+        _advance(server, job)
+    return Reply(200, _gemini_batch_json(job))
+
+
+def gemini_batch_cancel(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    job = _job_or_404(server, req, "gemini")
+    if isinstance(job, Reply):
+        return job
+    with _batches(server).lock:
+        if job.status not in BATCH_TERMINAL:
+            job.cancel_requested, job.status = True, "cancelling"
+    return Reply(200, {})
+
+
+def gemini_batch_list(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    jobs = sorted((j for j in _batches(server).jobs.values() if j.provider == "gemini"), key=lambda j: j.id, reverse=True)
+    size = int((req.query.get("pageSize") or ["50"])[0])
+    start = int((req.query.get("pageToken") or ["0"])[0])
+    page = jobs[start:start + size]
+    body: dict[str, Any] = {"operations": [_gemini_batch_json(j) for j in page]}
+    if start + size < len(jobs):
+        body["nextPageToken"] = str(start + size)
+    return Reply(200, body)
+
+
+# Uploads are multipart and cancels may come without a body: not JSON, and that is fine.
+for _h in (openai_file_create, openai_batch_cancel, gemini_batch_cancel):
+    _h.accepts_any_body = True  # type: ignore[attr-defined]
+
+_V = r"^/(?P<version>v1|v1beta|v1alpha)"
+ROUTES += [
+    Route("POST", re.compile(r"^/v1/files$"), "openai.files.create", "openai", openai_file_create),
+    Route("GET", re.compile(r"^/v1/files/(?P<file_id>[^/]+)/content$"), "openai.files.content", "openai", openai_file_content),
+    Route("POST", re.compile(r"^/v1/batches$"), "openai.batches.create", "openai", openai_batch_create),
+    Route("GET", re.compile(r"^/v1/batches$"), "openai.batches.list", "openai", openai_batch_list),
+    Route("GET", re.compile(r"^/v1/batches/(?P<batch_id>[^/]+)$"), "openai.batches.get", "openai", openai_batch_get),
+    Route("POST", re.compile(r"^/v1/batches/(?P<batch_id>[^/]+)/cancel$"), "openai.batches.cancel", "openai", openai_batch_cancel),
+    Route("POST", re.compile(_V + r"/models/(?P<model>[^/:]+):batchGenerateContent$"), "gemini.batches.create", "gemini", gemini_batch_create),
+    Route("GET", re.compile(_V + r"/batches$"), "gemini.batches.list", "gemini", gemini_batch_list),
+    Route("GET", re.compile(_V + r"/batches/(?P<batch_id>[^/:]+)$"), "gemini.batches.get", "gemini", gemini_batch_get),
+    Route("POST", re.compile(_V + r"/batches/(?P<batch_id>[^/:]+):cancel$"), "gemini.batches.cancel", "gemini", gemini_batch_cancel),
+]
+
+
+# ---------------------------------------------------------------------------------------------
 # The server
 
 
@@ -621,6 +993,7 @@ class FakeServer:
         self.routes: list[Route] = list(ROUTES)
         self.requests: list[RecordedRequest] = []
         self.counters: Counter[str] = Counter()
+        self.batches = BatchStore()  # files and batch jobs (see "Batches" above)
         self._script: list[_Script] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -684,7 +1057,8 @@ class FakeServer:
             self._script.extend(_Script(f, times, route, contains, when) for f in faults)
 
     def reset(self) -> None:
-        """Forget scripted faults, recorded requests and counters."""
+        """Forget scripted faults, recorded requests and counters (files and batch jobs stay,
+        as they would at a provider)."""
         with self._lock:
             self._script.clear()
             self.requests.clear()
@@ -767,7 +1141,8 @@ class FakeServer:
             return wire.error(fault.status, f"fake {fault.status} error", fault.delay_s, fault.where)
         if fault.kind == "malformed_body":
             return Reply(200, b'{"candidates": [{"content": {"parts": [{"text": "unterminated', {})
-        if req.json is None and req.method in ("POST", "PUT", "PATCH") and route.provider in WIRES:
+        if (req.json is None and req.method in ("POST", "PUT", "PATCH") and route.provider in WIRES
+                and not getattr(route.handler, "accepts_any_body", False)):
             return WIRES[route.provider].error(400, "request body is not JSON", None, "header")
         return route.handler(self, req, fault)
 

@@ -207,8 +207,6 @@ def cmd_score(args) -> int:
     from memjudge.engine import score_run
     from memjudge.io import dumps
 
-    if args.batch:
-        return _not_yet("score --batch")
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     result = score_run(
         args.candidates, args.sources, args.judge, rubric=args.rubric, facts=args.facts,
@@ -218,6 +216,7 @@ def cmd_score(args) -> int:
         rpm=args.rpm, tpm=args.tpm, temperature=args.temperature, seed=args.seed,
         max_output_tokens=args.max_output_tokens, thinking_budget=args.thinking_budget,
         argv=settings, echo=None if args.json else print,
+        batch=args.batch, batch_fallback=args.batch_fallback,
     )
     s = result.summary
     if args.json:
@@ -226,7 +225,8 @@ def cmd_score(args) -> int:
     if s.dry_run:
         cost = f"${s.estimated_cost_usd:.4f}" if s.estimated_cost_usd is not None else "unknown (no prices: set price_input_per_mtok / price_output_per_mtok in --judges-file)"
         print(f"dry run: {s.calls} calls for {s.rows} rows ({s.judge}, {s.rubric}); {s.cached} cached, {s.resumed} in the run's journal, {s.calls - s.cached - s.resumed} to request")
-        print(f"estimated tokens: {s.estimated_input_tokens:,} input + {s.estimated_output_tokens:,} output; estimated cost: {cost}")
+        print(f"estimated tokens: {s.estimated_input_tokens:,} input + {s.estimated_output_tokens:,} output; estimated cost: {cost}"
+              + (f" (batch prices: x{s.batch['discount']:g})" if s.batch and s.estimated_cost_usd is not None else ""))
         return 0
     name = "labels.jsonl" if result.labels is not None else "coverage.jsonl"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items()))
@@ -234,6 +234,10 @@ def cmd_score(args) -> int:
     print(f"wrote {result.out_dir / name}: {s.rows} rows{' (' + counts + ')' if counts else ''}")
     print(f"{s.requested} calls requested ({s.requests} requests, {s.reasks} re-asks, {s.retries} retries), {s.cached} cached, {s.resumed} resumed, {s.errors} without a valid answer; "
           f"tokens {s.tokens.get('input_tokens', 0):,} in / {s.tokens.get('output_tokens', 0):,} out{cost}; {s.seconds:.1f} s")
+    if s.batch:
+        b = s.batch
+        print(f"batch: {b['jobs_submitted']} jobs submitted, {b['jobs_found']} found from an earlier run, {b['resubmitted']} requests resubmitted, "
+              f"{b['online']} asked online; costs at x{b['discount']:g} (state: {b['state_file']})")
     if s.errors:
         print(f"memjudge: {s.errors} calls have no valid answer (verdict null, see 'error'); rerun the same command to ask them again", file=sys.stderr)
     return 0
@@ -425,7 +429,22 @@ def cmd_import(args) -> int:
 
 
 def cmd_batch(args) -> int:
-    return _not_yet("batch")
+    from memjudge.batch import batch_cancel, batch_status
+    from memjudge.io import dumps
+
+    rows = (batch_cancel if args.batch_command == "cancel" else batch_status)(args.run_dir, base_url=args.base_url)
+    if args.json:
+        print(dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"{args.run_dir}: no batch jobs")
+    for r in rows:
+        counts = r["counts"] or {}
+        done = f" {counts.get('completed', 0)}/{counts.get('total', r['requests'])} done" if counts else ""
+        where = r["job_id"] or "(not submitted)"
+        tail = f", {r['without_answer']} without a valid answer" if r["without_answer"] is not None else ""
+        print(f"{where}  {r['status'] or r['state']}  {r['requests']} requests{done}{tail}  submitted {r['submitted_at'] or '-'}  [{r['label']}]")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------
