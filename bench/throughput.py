@@ -1,0 +1,214 @@
+"""Harness overhead of `memjudge score` against a bare async SDK loop, and the cost of a fully
+cached re-run (issue 2, item 8).
+
+    python bench/throughput.py [--items 2000] [--concurrency 64] [--latency 0.1] [--cached-items 4715]
+
+Everything runs against tests/fake_server.py in its own process (so the server does not
+compete with the client for the GIL), at `--latency` seconds per answer:
+
+1. memjudge: the whole process `python -m memjudge score ... --concurrency 64`, start-up,
+   reading, rendering, cache and journal writes and outputs included.
+2. bare loops: a separate process with `openai.AsyncOpenAI` and an asyncio semaphore of the
+   same size, sending the same rendered prompts with the same JSON-schema response format
+   (prompts are rendered beforehand and read from a file: the bare loop does no work but
+   the HTTP calls and json.loads).
+3. the ratio bare / memjudge (1.0 = no overhead; target >= 0.9), and the ideal time
+   items / concurrency x latency for reference.
+4. a fully cached re-run of `--cached-items` items, whole process including start-up
+   (target < 2 s): from the run directory's journal (the same command again) and from
+   the cache alone (a fresh run directory).
+
+Each timing is the best of `--repeats` runs (the machine is shared; the best is the least
+disturbed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "bench-judge"
+
+BARE = r'''
+import asyncio, json, sys
+from typing import Literal
+import openai
+from pydantic import BaseModel, ConfigDict
+
+
+class SupportAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    verdict: Literal["supported", "unsupported"]
+    evidence: str
+    rationale: str
+
+
+async def main(url, prompts_path, concurrency, mode):
+    prompts = [json.loads(line) for line in open(prompts_path)]
+    client = openai.AsyncOpenAI(api_key="EMPTY", base_url=url, max_retries=0, timeout=120)
+    sem = asyncio.Semaphore(concurrency)
+    results = [None] * len(prompts)
+
+    async def one(i, p):
+        messages = [{"role": "system", "content": p["system"]}, {"role": "user", "content": p["user"]}]
+        async with sem:
+            if mode == "parse":  # the SDK's structured-output call, as memjudge's provider uses
+                r = await client.chat.completions.parse(model=p["model"], temperature=0, messages=messages, response_format=SupportAnswer)
+                results[i] = r.choices[0].message.parsed.verdict
+            else:  # the leanest call: create() with a JSON schema, json.loads of the text
+                r = await client.chat.completions.create(
+                    model=p["model"], temperature=0, messages=messages,
+                    response_format={"type": "json_schema", "json_schema": {"name": "SupportAnswer", "schema": p["schema"], "strict": True}})
+                results[i] = json.loads(r.choices[0].message.content)["verdict"]
+
+    await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+    await client.close()
+    assert all(results), "missing answers"
+    print(len(results))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+'''
+
+
+def make_inputs(folder: Path, n: int, per_persona: int = 10) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    cand, src = folder / "candidates.jsonl", folder / "sources.jsonl"
+    personas = (n + per_persona - 1) // per_persona
+    with open(src, "w") as f:
+        for p in range(personas):
+            text = " ".join(f"Post {k} of user {p}: I spent the weekend hiking near the lake and cooking for friends." for k in range(12))
+            f.write(json.dumps({"persona_id": f"u{p:05d}", "source": text}) + "\n")
+    with open(cand, "w") as f:
+        for i in range(n):
+            marker = " [unsupported]" if i % 9 == 0 else ""
+            f.write(json.dumps({"persona_id": f"u{i // per_persona:05d}", "assertion_id": f"a{i:06d}", "category": ["values", "hobby", "job"][i % 3],
+                                "confidence": (i % 100) / 100, "text": f"The user enjoys activity number {i}{marker}"}) + "\n")
+    return cand, src
+
+
+def env() -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k not in ("OPENAI_BASE_URL",)}
+    e["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+CPU: dict[str, list[float]] = {}  # label -> CPU seconds (user + sys) of each timed process
+
+
+def timed(cmd: list[str], label: str | None = None, **kw) -> float:
+    """Wall seconds of the whole process; its CPU seconds go to CPU[label] (load-independent)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env(), **kw)
+    dt = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(map(str, cmd))}\n{r.stderr}")
+    if label:
+        CPU.setdefault(label, []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return dt
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_server.py"), "--port", "0", "--latency", str(latency)],
+                            stdout=subprocess.PIPE, text=True, env=env())
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http"):
+        proc.kill()
+        raise SystemExit("the fake server did not start")
+    return proc, url
+
+
+def render_prompts(cand: Path, src: Path, path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    from memjudge.io import read_candidates, read_sources
+    from memjudge.rubrics import load_rubric
+
+    rub = load_rubric("support")
+    schema = rub.model.model_json_schema()
+    sources = dict(zip(*read_sources(src)[["persona_id", "source"]].to_numpy().T))
+    with open(path, "w") as f:
+        for row in read_candidates(cand).itertuples():
+            p = rub.render_support(source=sources[row.persona_id], assertion=row.text, category=row.category)
+            f.write(json.dumps({"model": MODEL, "system": p.system, "user": p.user, "schema": schema}) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--items", type=int, default=2000)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--cached-items", type=int, default=4715)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    server, url = start_server(args.latency)
+    try:
+        with tempfile.TemporaryDirectory(prefix="memjudge-bench-") as tmp:
+            tmp = Path(tmp)
+            cand, src = make_inputs(tmp / "in", args.items)
+            prompts = tmp / "prompts.jsonl"
+            render_prompts(cand, src, prompts)
+            bare_script = tmp / "bare.py"
+            bare_script.write_text(BARE)
+
+            mj_times, bare_times, lean_times = [], [], []
+            for rep in range(args.repeats):
+                # a fresh cache and run directory each time: every item is a request
+                mj_times.append(timed([sys.executable, "-m", "memjudge", "score", str(cand), "--sources", str(src),
+                                       "--judge", f"openai:{MODEL}", "--base-url", f"{url}/v1", "--concurrency", str(args.concurrency),
+                                       "--no-progress", "--out", str(tmp / f"run{rep}"), "--cache-dir", str(tmp / f"cache{rep}")], "memjudge"))
+                bare_times.append(timed([sys.executable, str(bare_script), f"{url}/v1", str(prompts), str(args.concurrency), "parse"], "bare_parse"))
+                lean_times.append(timed([sys.executable, str(bare_script), f"{url}/v1", str(prompts), str(args.concurrency), "create"], "bare_create"))
+            labels = (tmp / "run0" / "labels.jsonl").read_text().splitlines()
+            assert len(labels) == args.items and all(json.loads(x)["verdict"] for x in labels), "memjudge run incomplete"
+
+            ccand, csrc = make_inputs(tmp / "cached-in", args.cached_items)
+            cmd = [sys.executable, "-m", "memjudge", "score", str(ccand), "--sources", str(csrc), "--judge", f"openai:{MODEL}",
+                   "--base-url", f"{url}/v1", "--concurrency", str(args.concurrency), "--no-progress", "--cache-dir", str(tmp / "ccache")]
+            timed(cmd + ["--out", str(tmp / "cfill")])  # fill the cache
+            journal_times = [timed(cmd + ["--out", str(tmp / "cfill")], "cached_journal") for _ in range(args.repeats)]
+            cache_times = [timed(cmd + ["--out", str(tmp / f"cfresh{i}")], "cached_cache") for i in range(args.repeats)]
+            startup = min(timed([sys.executable, "-m", "memjudge", "--help"]) for _ in range(args.repeats))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    mj, bare, lean = min(mj_times), min(bare_times), min(lean_times)
+    result = {
+        "items": args.items, "concurrency": args.concurrency, "latency_s": args.latency,
+        "ideal_s": round(args.items / args.concurrency * args.latency, 3),
+        "memjudge_s": round(mj, 3), "bare_loop_s": round(bare, 3), "ratio_bare_over_memjudge": round(bare / mj, 3),
+        "bare_create_loop_s": round(lean, 3), "ratio_bare_create_over_memjudge": round(lean / mj, 3),
+        "cached_items": args.cached_items, "cached_rerun_journal_s": round(min(journal_times), 3),
+        "cached_rerun_cache_only_s": round(min(cache_times), 3), "python_startup_memjudge_help_s": round(startup, 3),
+        "cpu_s": {k: round(min(v), 3) for k, v in CPU.items()},
+        "repeats": args.repeats, "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{args.items} items, concurrency {args.concurrency}, server latency {args.latency * 1000:.0f} ms "
+              f"(ideal {result['ideal_s']:.2f} s; best of {args.repeats}; load average {result['load_avg_1m']} on {result['cpus']} CPUs)")
+        cpu = {k: min(v) for k, v in CPU.items()}
+        print(f"  memjudge score (whole process): {mj:6.2f} s   (CPU {cpu['memjudge']:.2f} s)")
+        print(f"  bare async SDK loop, parse():   {bare:6.2f} s   (CPU {cpu['bare_parse']:.2f} s)   ratio bare / memjudge {bare / mj:.3f} (target >= 0.9)")
+        print(f"  bare async SDK loop, create():  {lean:6.2f} s   (CPU {cpu['bare_create']:.2f} s)   ratio bare / memjudge {lean / mj:.3f}")
+        print(f"cached re-run of {args.cached_items} items (whole process, start-up included; target < 2 s)")
+        print(f"  from the run's journal:         {min(journal_times):6.2f} s   (CPU {cpu['cached_journal']:.2f} s)")
+        print(f"  from the cache alone:           {min(cache_times):6.2f} s   (CPU {cpu['cached_cache']:.2f} s)")
+        print(f"  (memjudge --help alone:         {startup:6.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
