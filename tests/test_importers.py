@@ -367,3 +367,15 @@ def test_cli_import_errors_are_one_line(cli, tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip() == f"{folder / 'predictions_compact.csv'}:2: unknown verdict value 7 in 'eval_model_human' (expected 0, 0.5 or 1)"
     assert "Traceback" not in r.stderr and not (tmp_path / "o" / "labels.jsonl").exists()
+
+
+def test_out_must_be_a_folder_and_missing_xsum_column(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x", encoding="utf-8")
+    with pytest.raises(InputError, match="exists and is not a folder"):
+        import_dataset("xsumfaith", XSUM_SAMPLE, out=afile)
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / "factuality_annotations_xsum_summaries.csv").write_text("bbcid,system,summary,worker_id\n1,S,a,wid_0\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"factuality_annotations_xsum_summaries.csv:1: missing required column\(s\): is_factual"):
+        import_dataset("xsumfaith", folder)
