@@ -24,6 +24,7 @@ import base64
 import html
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,8 @@ class Run:
         dirs = {self.path}
         labels = (self.data.get("compare_inputs") or {}).get("labels") or []
         for p in labels if isinstance(labels, list) else [labels]:
-            dirs.add((self.path / str(p)).parent)  # relative paths are taken from the run directory
+            # a relative path was relative to where compare ran: try there and the run directory
+            dirs |= {Path(str(p)).parent, (self.path / str(p)).parent}
         return any((d / "truth.jsonl").is_file() or _simulated_marker(d / "simulate.json") for d in dirs)
 
 
@@ -1126,8 +1128,19 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
     blocks.append(Heading("Run"))
     ci = run.get("compare_inputs")
     if ci:
-        blocks.append(Table("Inputs of the policy comparison. Data: compare_inputs.json.", ["Input", "Value"],
-                            [[str(k), ", ".join(map(str, v)) if isinstance(v, list) else str(v)] for k, v in ci.items()]))
+        def show(v):
+            # paths relative to the run directory, so that a report moved with its inputs still reads right
+            if isinstance(v, list):
+                return ", ".join(show(x) for x in v)
+            if isinstance(v, str) and os.path.isabs(v) and k in ("candidates", "labels", "coverage"):
+                return os.path.relpath(v, run.path.resolve())
+            return str(v)
+
+        rows = []
+        for k, v in ci.items():
+            rows.append([str(k), show(v)])
+        blocks.append(Table("Inputs of the policy comparison (paths relative to the run directory). "
+                            "Data: compare_inputs.json.", ["Input", "Value"], rows))
     for t in (_config_table(run), _simulation_table(run), _labels_summary(run), inv):
         if t is not None:
             blocks.append(t)
@@ -1166,6 +1179,18 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
 
 
+_NUMBER = re.compile(r"^[-+]?\d")
+
+
+def numeric_columns(t: Table) -> list[bool]:
+    """Columns whose cells are mostly numbers are right-aligned; text columns stay left."""
+    out = []
+    for i in range(len(t.header)):
+        cells = [r[i] for r in t.rows if i < len(r) and r[i] not in ("", "—", "n/a")]
+        out.append(i > 0 and bool(cells) and sum(bool(_NUMBER.match(c)) for c in cells) * 2 >= len(cells))
+    return out
+
+
 def to_markdown(blocks: list, base: Path) -> str:
     out: list[str] = []
     for b in blocks:
@@ -1180,7 +1205,7 @@ def to_markdown(blocks: list, base: Path) -> str:
         elif isinstance(b, Table):
             lines = ["**" + md_escape(b.caption) + "**", "",
                      "| " + " | ".join(md_escape(h) for h in b.header) + " |",
-                     "|" + "|".join("---" if i == 0 else "---:" for i in range(len(b.header))) + "|"]
+                     "|" + "|".join("---:" if num_col else "---" for num_col in numeric_columns(b)) + "|"]
             lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in b.rows]
             if b.notes:
                 lines += ["", "*" + md_escape(b.notes) + "*"]
@@ -1196,8 +1221,8 @@ body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:6
 color:#1a1a1a;line-height:1.45}
 h1{font-size:1.6rem;border-bottom:2px solid #0072B2;padding-bottom:.3rem}h2{font-size:1.25rem;margin-top:2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.88rem}
-th,td{border-bottom:1px solid #ddd;padding:.25rem .6rem;text-align:right;font-variant-numeric:tabular-nums}
-th:first-child,td:first-child{text-align:left}th{border-bottom:2px solid #555}
+th,td{border-bottom:1px solid #ddd;padding:.25rem .6rem;font-variant-numeric:tabular-nums}
+.n{text-align:right}.t{text-align:left}th{border-bottom:2px solid #555}
 caption{caption-side:top;text-align:left;font-weight:600;padding-bottom:.3rem}
 .tnote{font-size:.82rem;color:#444;margin-top:-.6rem;max-width:55rem}
 .note{background:#fff6e5;border-left:4px solid #E69F00;padding:.5rem .8rem}
@@ -1220,9 +1245,12 @@ def to_html(blocks: list) -> str:
         elif isinstance(b, Bullets):
             out.append("<ul>" + "".join(f"<li>{e(t)}</li>" for t in b.items) + "</ul>")
         elif isinstance(b, Table):
-            rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in b.rows)
+            align = ['class="n"' if n else 'class="t"' for n in numeric_columns(b)]
+            rows = "".join("<tr>" + "".join(f"<td {a}>{e(c)}</td>" for a, c in zip(align, r)) + "</tr>"
+                           for r in b.rows)
             out.append(f"<table><caption>{e(b.caption)}</caption><thead><tr>"
-                       + "".join(f"<th>{e(h)}</th>" for h in b.header) + f"</tr></thead><tbody>{rows}</tbody></table>")
+                       + "".join(f"<th {a}>{e(h)}</th>" for a, h in zip(align, b.header))
+                       + f"</tr></thead><tbody>{rows}</tbody></table>")
             if b.notes:
                 out.append(f'<p class="tnote">{e(b.notes)}</p>')
         elif isinstance(b, FigureBlock):
