@@ -482,3 +482,22 @@ def test_coverage_end_to_end(cli, tmp_path, fake_server):
     rows = read_jsonl(tmp_path / "bad" / "coverage.jsonl")
     assert fake_server.count() == 2 * (1 + MAX_REASKS)
     assert all(x["covered_by"] is None and "unknown assertion ids" in x["error"] for x in rows) and len(rows) == 3
+
+
+def test_progress_bar_on_stderr(tmp_path, capsys):
+    j = ScriptedJudge(JudgeConfig(spec="scripted:m1", price_input_per_mtok=1.0, price_output_per_mtok=1.0))
+    score_run(candidates_frame(N), sources_frame(N), j, out=tmp_path / "o", cache_dir=tmp_path / "c", progress=True)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{N}/{N}" in captured.err and "tok" in captured.err and "$" in captured.err and "/s" in captured.err
+
+
+def test_works_inside_a_running_event_loop(tmp_path):
+    """Notebooks run an event loop already: the engine then uses its own thread."""
+    import asyncio
+
+    async def notebook_cell():
+        return score(candidates_frame(N), sources_frame(N), ScriptedJudge(), out=tmp_path / "o", cache_dir=tmp_path / "c", progress=False)
+
+    df = asyncio.run(notebook_cell())
+    assert len(df) == N and df["verdict"].notna().all()
