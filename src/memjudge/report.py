@@ -1084,7 +1084,9 @@ def _simulation_table(run: Run) -> Table | None:
 
 
 def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list, list[str], list[str]]:
-    blocks: list = [Heading(f"memjudge report: {run.path.name or run.path}", 1)]
+    blocks: list = [Heading("memjudge report", 1),
+                    Para(f"Run directory: {run.path.resolve().name}. Every number below is read from the JSON "
+                         "files in that directory; none is recomputed here.")]
     inv, present, absent = _inventory(run)
     sims = _simulated_judges(run)
     if sims:
