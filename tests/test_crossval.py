@@ -382,3 +382,17 @@ def test_unlabelled_candidates_and_unmatched_labels_are_counted():
     assert res.prepared.n_unlabelled == 5 and res.prepared.n_labels_unmatched == 1
     assert int(res.prepared.valid.sum()) == lab["verdict"].notna().sum() - 1
     assert "5 candidates have no label" in res.render() and "1 labels name assertions" in res.render()
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["values", "auto", "values,work"]))
+def test_row_order_never_matters_property(perm_seed, gate):
+    cand, lab, cov = synthetic(n_personas=10, seed=14)
+    base = compare(cand, lab, cov, gate=gate, repeats=2, folds=3, floor=0.7).to_json()
+    rng = np.random.default_rng(perm_seed)
+    shuffled = compare(cand.iloc[rng.permutation(len(cand))], lab.iloc[rng.permutation(len(lab))],
+                       cov.iloc[rng.permutation(len(cov))], gate=gate, repeats=2, folds=3, floor=0.7).to_json()
+    assert shuffled == base
