@@ -258,13 +258,47 @@ def test_unknown_format_is_a_usage_error(run, cli):
 
 
 def test_cli_json_lists_paths_and_parts(run, cli):
-    r = cli("report", str(run), "--format", "html", "--json")
+    r = cli("report", str(run), "--format", "html", "--json", "--dpi", "50")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["markdown"] is None and out["html"].endswith("report.html")
     assert out["absent"] == ["coverage"] and len(out["figures"]) == 6
     assert out["present"] == ["configuration", "labels", "noise", "agreement", "compare", "compare_inputs", "sweep",
                               "calibration", "robustness"]
+
+
+def test_missing_optional_keys_give_n_a_not_a_crash(run):
+    c = load(run, "compare.json")
+    del c["paired"], c["folds_detail"], c["policies"]["global"]["retention"]
+    c["policies"]["targeted"]["faithfulness"].pop("sd")
+    save(run, "compare.json", c)
+    rob = load(run, "robustness.json")
+    for u in rob["units"]:
+        u.pop("table"), u.pop("p_gated_lowest")
+        for cat in u["categories"]:
+            cat.pop("lo"), cat.pop("hi")
+    rob.pop("summary"), rob.pop("kendall")
+    save(run, "robustness.json", rob)
+    noise = load(run, "noise.json")
+    for j in noise["judges"]:
+        j.pop("by_category"), j.pop("flip_rate_ci")
+    save(run, "noise.json", noise)
+    agr = load(run, "agreement.json")
+    for p in agr["pairs"]:
+        p.pop("ci")
+    agr.pop("krippendorff_alpha"), agr.pop("gold")
+    save(run, "agreement.json", agr)
+    res = report(run, dpi=DPI)
+    md = res.markdown.read_text()
+    rows = {r[0]: r for r in md_table(md, "Table 1.")}
+    assert rows["Global threshold"][2] == "n/a"
+    assert nums(rows["Targeted (values)"][1]) == [p2(c["policies"]["targeted"]["faithfulness"]["mean"])]
+    assert "Targeted − global (paired)" not in rows
+    assert "fig_fold_differences.png" not in {p.name for p in res.figures}
+    rob_rows = md_table(md, "Robustness across judges")
+    assert all(r[3] == "n/a" and r[5] == "n/a" and r[7] == "n/a" for r in rob_rows)
+    assert nums(md_table(md, "Judge re-score noise.")[0][5]) == [p2(noise["judges"][0]["flip_rate"])]
+    assert "Krippendorff" not in md.split("## Findings", 1)[1].split("\n## ", 1)[0]
 
 
 # ---------------------------------------------------------------------------------------

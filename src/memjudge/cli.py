@@ -144,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("run_dir")
     rp.add_argument("--format", default="md,html", help="comma list of md, html (figures are always written)")
     rp.add_argument("--json", action="store_true", help="print what was written and which parts were found as JSON")
+    rp.add_argument("--dpi", type=_positive_int, default=200, help="resolution of the PNG figures (default 200)")
     rp.set_defaults(func=cmd_report)
 
     # --- simulate ----------------------------------------------------------------------
@@ -355,7 +356,7 @@ def cmd_robustness(args) -> int:
 def cmd_report(args) -> int:
     from memjudge.report import parse_formats, report
 
-    res = report(args.run_dir, formats=parse_formats(args.format))
+    res = report(args.run_dir, formats=parse_formats(args.format), dpi=args.dpi)
     if getattr(args, "json", False):
         from memjudge.io import dumps
 
