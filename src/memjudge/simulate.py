@@ -455,7 +455,9 @@ class _Persona:
         return self._assertion_text(_negate_vp(self._render_vp(slot, f["fields"]))), f["fact_id"]
 
     def wrong_person(self, category: str) -> tuple[str, str]:
-        who = f"my {lex.RELATIONS[int(self.rng.integers(len(lex.RELATIONS)))]} {self.friend_names[1 + len(self.sentences) % (len(self.friend_names) - 1)]}"
+        # A relative's family is the user's family too: family traits go to friends only.
+        relations = lex.FRIENDS if category == "family" else lex.RELATIONS
+        who = f"my {relations[int(self.rng.integers(len(relations)))]} {self.friend_names[1 + len(self.sentences) % (len(self.friend_names) - 1)]}"
         if category == VALUES:
             v = self._unheld_value()
             vp = lex.VALUES[v]["vp"] if v is not None else "values honesty above all"
@@ -517,6 +519,8 @@ class _Persona:
 def _plural_vp(vp: str) -> str:
     """'volunteers at a food bank' → 'volunteer at a food bank' (after 'they')."""
     head, _, rest = vp.partition(" ")
+    if head in ("never", "always", "often", "rarely", "also"):
+        return f"{head} {_plural_vp(rest)}"
     irregular = {"is": "are", "has": "have", "does": "do", "goes": "go"}
     if head in irregular:
         base = irregular[head]

@@ -21,7 +21,8 @@ NAMES = [
     "Mei", "Isaac", "Clara", "Ravi", "Anna", "Kofi", "Julia", "Hugo", "Sana", "Leo", "Nina", "Arjun",
     "Eva", "Malik", "Ruth", "Theo", "Lena", "Victor", "Ada", "Carlos", "Iris", "Sean", "Mira",
 ]
-RELATIONS = ["friend", "sister", "brother", "coworker", "roommate", "neighbour", "cousin", "best friend", "colleague", "old classmate"]
+FRIENDS = ["friend", "coworker", "roommate", "neighbour", "best friend", "colleague", "old classmate"]
+RELATIONS = FRIENDS + ["sister", "brother", "cousin"]
 PET_NAMES = ["Biscuit", "Luna", "Milo", "Pepper", "Otis", "Mochi", "Juniper", "Ziggy", "Hazel", "Waffles", "Bruno", "Cleo"]
 CITIES = [
     ("Chicago", "the L was packed again this morning"), ("Portland", "it has rained on the Hawthorne Bridge every day this week"),
