@@ -46,12 +46,13 @@ PARTS: dict[str, tuple[str, str]] = {
     "compare.json": ("compare", "memjudge compare CANDIDATES --labels LABELS --out RUN_DIR"),
     "compare_inputs.json": ("compare_inputs", "memjudge compare ... --out RUN_DIR"),
     "simulate.json": ("simulation", "memjudge simulate --out DIR"),
+    "summary.json": ("scoring", "memjudge score --out RUN_DIR"),
     "sweep.json": ("sweep", "memjudge compare ... --out RUN_DIR"),
     "calibration.json": ("calibration", "memjudge compare ... --out RUN_DIR"),
     "robustness.json": ("robustness", "memjudge robustness CANDIDATES --labels LABELS... --out RUN_DIR"),
 }
 # Parts that describe a run rather than analyse it: not listed as missing when absent.
-QUIET_PARTS = {"configuration", "compare_inputs", "simulation"}
+QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring"}
 _POLICY_NAMES = {"write_all": "Write-all", "global": "Global threshold", "targeted": "Targeted",
                  "per_category": "Per-category thresholds"}
 _METRIC_NAMES = {"faithfulness": "faithfulness", "retention": "retention", "coverage": "estimated coverage"}
@@ -1053,17 +1054,35 @@ def _labels_summary(run: Run) -> Table | None:
                  ["Judge", "Rubric", "Assertions", "Personas", "Replicates", "Null verdicts"], rows)
 
 
+def _flatten(obj: dict, prefix: str = "", depth: int = 2) -> list[list[str]]:
+    """key.sub → value rows; deeper structures as (shortened) JSON; unset (null) keys left out."""
+    rows = []
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if v is None:
+            continue
+        if isinstance(v, dict) and depth > 1 and v:
+            rows += _flatten(v, key + ".", depth - 1)
+            continue
+        if isinstance(v, (dict, list)):
+            v = json.dumps(v, ensure_ascii=False)
+        v = str(v)
+        rows.append([key, v if len(v) <= 100 else v[:97] + "..."])
+    return rows
+
+
 def _config_table(run: Run) -> Table | None:
     cfg = run.get("configuration")
     if not cfg:
         return None
-    rows = []
-    for k, v in cfg.items():
-        if isinstance(v, (dict, list)):
-            v = json.dumps(v, ensure_ascii=False)
-            v = v if len(v) <= 120 else v[:117] + "..."
-        rows.append([str(k), str(v)])
-    return Table("Run configuration. Data: config.json.", ["Key", "Value"], rows)
+    return Table("Run configuration. Data: config.json.", ["Key", "Value"], _flatten(cfg))
+
+
+def _scoring_table(run: Run) -> Table | None:
+    summ = run.get("scoring")
+    if not summ:
+        return None
+    return Table("Scoring summary (calls, tokens, cost). Data: summary.json.", ["Key", "Value"], _flatten(summ))
 
 
 def _simulation_table(run: Run) -> Table | None:
@@ -1143,7 +1162,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
             rows.append([str(k), show(v)])
         blocks.append(Table("Inputs of the policy comparison (paths relative to the run directory). "
                             "Data: compare_inputs.json.", ["Input", "Value"], rows))
-    for t in (_config_table(run), _simulation_table(run), _labels_summary(run), inv):
+    for t in (_config_table(run), _scoring_table(run), _simulation_table(run), _labels_summary(run), inv):
         if t is not None:
             blocks.append(t)
     if run.get("coverage") is not None:
