@@ -10,7 +10,6 @@ readers, and every series is also told apart by marker or hatch.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Sequence
 
@@ -287,7 +286,6 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
         emphasise = None
     order = [c for c in cats if c != emphasise] + ([emphasise] if emphasise else [])
     k = 0
-    centres_all = []
     all_centres = np.unique((bins["lo"].to_numpy(dtype=float) + bins["hi"].to_numpy(dtype=float)) / 2)
     n_max = max(1.0, float(bins["n"].max()))
     for c in order:
@@ -296,7 +294,6 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
         if sub.empty:
             continue
         centres = (sub["lo"].to_numpy(dtype=float) + sub["hi"].to_numpy(dtype=float)) / 2
-        centres_all.append(centres)
         n_total = int(sub["n"].sum())
         rate = _pct(sub["rate"])
         if c == emphasise:
@@ -494,7 +491,3 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
                       label="mean")]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
     return fig
-
-
-def finite(x) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x))
