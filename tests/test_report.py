@@ -323,6 +323,9 @@ def test_findings_state_the_results_in_the_json(rendered):
     assert "That is the gated category (values)" in text
     assert "The lowest-support category is the gated one under every judge (3 of 3)" in text
     assert "flips 4.71% of its verdicts" in text
+    g = load(run, "agreement.json")["gold"][0]
+    assert (f"Against the gold labels: {g['judge']} is right on {100 * g['accuracy']:.2f}% of {g['n']} items "
+            f"(κ {g['cohen_kappa']:.3f}, recall of unsupported {g['unsupported_recall']:.3f})") in text
     assert "The ordering targeted ≥ global holds on faithfulness under 2 of 3 judges (not under sim:strict (simulated))" in text
     assert "; holds on estimated coverage under every judge (3 of 3)." in text
 

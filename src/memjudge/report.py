@@ -652,6 +652,12 @@ def findings(run: Run) -> list[str]:
         n_j = len(set(map(str, agr.get("judges") or [])) | {str(p.get(k)) for p in agr.get("pairs", []) for k in "ab"})
         out.append(f"Across {n_j} judges, Krippendorff's α is {coef(alpha)}"
                    + (f" (95% CI {coef(lo)}–{coef(hi)})" if lo is not None and hi is not None else "") + ".")
+    gold = [g for g in agr.get("gold") or [] if isinstance(g, dict) and num(g.get("accuracy")) is not None]
+    if gold:
+        out.append("Against the gold labels: " + "; ".join(
+            f"{judge_label(g.get('judge'), run)} is right on {pct(g['accuracy'])}% of {_int(g.get('n'))} items "
+            f"(κ {coef(g.get('cohen_kappa'))}, recall of unsupported {coef(g.get('unsupported_recall'))})"
+            for g in gold) + ".")
     return out
 
 
