@@ -686,12 +686,12 @@ def _run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
                 reply = OpenAIWire.error(fault.status, f"fake {fault.status} error", None, "header")
                 errors.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key,
                                "response": {"status_code": fault.status, "request_id": f"req_{i}", "body": reply.body}, "error": None})
-            elif fault.kind == "malformed_body":
-                out.append(json.dumps({"id": f"batch_req_{job.id}_{i}", "custom_id": key, "response": {"status_code": 200, "body": {}}})[:70])
             else:
-                reply = openai_chat(server, req, fault)
-                out.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key,
-                            "response": {"status_code": 200, "request_id": reply.headers.get("x-request-id"), "body": reply.body}, "error": None})
+                reply = openai_chat(server, req, fault if fault.kind != "malformed_body" else Fault("ok"))
+                item = {"id": f"batch_req_{job.id}_{i}", "custom_id": key,
+                        "response": {"status_code": 200, "request_id": reply.headers.get("x-request-id"), "body": reply.body}, "error": None}
+                # malformed_body: the line cut in half (still naming its custom_id)
+                out.append(item if fault.kind != "malformed_body" else json.dumps(item)[: len(json.dumps(item)) // 2])
         else:
             meta = line.get("metadata")
             if fault.kind == "status":

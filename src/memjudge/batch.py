@@ -101,9 +101,11 @@ class BatchSettings:
         return (min(n, self.max_requests) if self.max_requests else n, min(size, self.max_bytes) if self.max_bytes else size)
 
 
-def check_batch_judge(judge: Judge) -> None:
-    if judge.prefix not in LIMITS:
-        raise UsageError(f"--batch needs an openai: or gemini: judge, not {judge.spec}")
+def check_batch_judge(judge) -> None:
+    """Only OpenAI and Gemini judges have a batch API (a spec string, JudgeConfig or Judge)."""
+    spec = judge if isinstance(judge, str) else judge.spec
+    if spec.split(":", 1)[0] not in LIMITS:
+        raise UsageError(f"--batch needs an openai: or gemini: judge, not {spec}")
 
 
 def _now() -> str:
@@ -413,6 +415,7 @@ class _Runner:
         self.submitted = 0
         self.adopted = 0
         self.polls = 0
+        self.touched: set[str] = set()  # labels of the jobs this run submitted, found or polled
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -617,6 +620,7 @@ class _Runner:
             if not open_jobs:
                 return
             for j in open_jobs:
+                self.touched.add(j["label"])
                 if j["state"] == "intent":
                     await self.submit(j)
             changed = False
@@ -668,7 +672,7 @@ async def run_batch(job, pending: list, run_dir: Path, settings: BatchSettings, 
         if online:
             runner.echo(f"{len(online)} failed batch requests go online")
             await job.run(online, limiter, progress_total=len(online), progress_done=0)
-        mine = [j for j in state.jobs if j["invocation"] == state.data["invocations"] or any(k in runner.tasks for k in j["keys"])]
+        mine = [j for j in state.jobs if j["label"] in runner.touched]
         return {
             "discount": job.judge.config.batch_discount,
             "state_file": str(state.path),

@@ -669,8 +669,9 @@ def score_run(
     rub = load_rubric(rubric)
     batch_settings = None
     if batch:
-        from memjudge.batch import BatchSettings
+        from memjudge.batch import BatchSettings, check_batch_judge
 
+        check_batch_judge(judge)
         if not write:
             raise UsageError("batch scoring keeps its job state in the run directory; it needs write=True")
         batch_settings = BatchSettings.make(fallback=batch_fallback, **(batch_options or {}))
