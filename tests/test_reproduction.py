@@ -70,3 +70,21 @@ def test_robustness_under_three_simulated_judges(tmp_path):
     assert by_judge["sim:paper"].ge("faithfulness")
     for u in res.units:
         assert u.result.to_json()["paired"]["coverage"]["same_sign"] == 100
+
+
+def test_cli_simulate_then_compare(cli, tmp_path):
+    """The issue's acceptance path: `memjudge simulate --preset paper` then `memjudge compare`."""
+    import json
+
+    out = tmp_path / "sim"
+    r = cli("simulate", "--preset", "paper", "--seed", "1", "--out", out)
+    assert r.returncode == 0, r.stderr
+    r = cli("compare", out / "candidates.jsonl", "--labels", out / "labels.jsonl", "--coverage", out / "coverage.jsonl", "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    for policy in ("targeted", "global"):
+        got, want = res["policies"][policy], PAPER[policy]
+        assert abs(got["faithfulness"]["mean"] - want["faithfulness"]) <= TOL["faithfulness"]
+        assert abs(got["retention"]["mean"] - want["retention"]) <= TOL["retention"]
+        assert abs(got["delta_coverage"] - want["delta_coverage"]) <= TOL["delta_coverage"][policy]
+    assert res["paired"]["coverage"]["same_sign"] == 100

@@ -198,3 +198,12 @@ def test_score_end_to_end_with_a_panel(cli, small, tmp_path):
     gold = dict(zip(c.coverage["fact_id"], c.coverage["covered_by"]))
     agree = np.mean([set(a) == set(gold[f]) for f, a in zip(cov["fact_id"], cov["covered_by"])])
     assert agree > 0.85
+
+
+def test_identity_follows_the_truth_file(tmp_path):
+    a = simulate(personas=2, seed=0, out=tmp_path / "c")
+    before = make_judge("sim:paper", options={"truth": str(tmp_path / "c")}).identity()
+    simulate(personas=2, seed=1, out=tmp_path / "c")
+    after = make_judge("sim:paper", options={"truth": str(tmp_path / "c" / "truth.jsonl")}).identity()
+    assert before["truth_sha256"] != after["truth_sha256"]
+    assert len(a.candidates) > 0

@@ -188,6 +188,15 @@ class SimJudge(Judge):
         self.truth_path = opts["truth"]
         self._truth: _Truth | None = None
 
+    def identity(self) -> dict[str, Any]:
+        """The truth file's content is part of what the answers depend on: re-simulating into
+        the same folder must not reuse cached answers about the old corpus."""
+        ident = super().identity()
+        path = Path(self.truth_path)
+        path = path / "truth.jsonl" if path.is_dir() else path
+        ident["truth_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        return ident
+
     @property
     def truth(self) -> _Truth:
         if self._truth is None:
