@@ -853,7 +853,9 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache else None, batch=batch_report,
         )
         if write:
-            compact = bool(pending) or summary.cached > 0 or journal_lines != summary.resumed
+            # New answers were appended as they came; rewrite only when the journal holds
+            # lines this job did not use (damaged, other settings) or lacks cache hits.
+            compact = summary.cached > 0 or journal_lines != summary.resumed
             _write_outputs(out_dir, judge, rub, labels, coverage, out_rows, tasks if compact else None, summary, parquet=parquet, inputs=inputs,
                            replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache else None, use_cache=use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)
