@@ -8,7 +8,6 @@ import asyncio
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from memjudge import io
