@@ -730,7 +730,7 @@ def gold_labels(truth: pd.DataFrame) -> pd.DataFrame:
         "verdict": np.where(truth["supported"], SUPPORTED, UNSUPPORTED),
         "judge_score": None, "evidence": truth["evidence"], "evidence_found": truth["evidence"].str.len() > 0,
         "rationale": "by construction (" + truth["kind"] + ")", "error": None, "cached": False, "usage": None,
-        "latency_s": None,
+        "latency_s": None, "simulated": True,
     })
 
 
@@ -743,5 +743,5 @@ def gold_coverage(facts: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "persona_id": facts["persona_id"], "fact_id": facts["fact_id"], "fact_text": facts["text"],
         "covered_by": [stated.get(f, []) for f in facts["fact_id"]],
-        "judge": GOLD, "rubric": "coverage", "replicate": 0, "error": None,
+        "judge": GOLD, "rubric": "coverage", "replicate": 0, "error": None, "simulated": True,
     })
