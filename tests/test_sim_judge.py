@@ -206,3 +206,18 @@ def test_identity_follows_the_truth_file(tmp_path):
     after = make_judge("sim:paper", options={"truth": str(tmp_path / "c" / "truth.jsonl")}).identity()
     assert before["truth_sha256"] != after["truth_sha256"]
     assert len(a.candidates) > 0
+
+
+def test_fast_path_rows_match_the_engine_format(small, tmp_path):
+    c, out = small
+    judge = make_judge("sim:paper", options={"truth": str(out)})
+    lab = judge.labels(c.candidates, replicates=1)
+    assert lab["rubric"].iloc[0] == load_rubric("support").id
+    path = tmp_path / "labels.jsonl"
+    io.write_jsonl(path, io.frame_records(lab))
+    back = io.read_labels(path)
+    assert list(back["verdict"]) == list(lab["verdict"]) and back["simulated"].all()
+    cov = judge.coverage_labels(c.facts, c.candidates)
+    assert cov["rubric"].iloc[0] == load_rubric("coverage").id
+    io.write_jsonl(tmp_path / "coverage.jsonl", io.frame_records(cov))
+    assert len(io.read_coverage(tmp_path / "coverage.jsonl")) == len(c.facts)

@@ -256,8 +256,10 @@ class SimJudge(Judge):
                 obj = self._support_answer(aid, r)
                 rows.append((aid, pid, cat, r, obj["verdict"], obj["evidence"], obj["rationale"]))
         df = pd.DataFrame(rows, columns=["assertion_id", "persona_id", "category", "replicate", "verdict", "evidence", "rationale"])
+        from memjudge.rubrics import load_rubric
+
         df.insert(3, "judge", self.spec)
-        df.insert(4, "rubric", "support")
+        df.insert(4, "rubric", load_rubric("support").id)  # as the engine names it
         df["judge_score"] = None
         df["evidence_found"] = df["evidence"].str.len() > 0
         df["error"] = None
@@ -280,13 +282,16 @@ class SimJudge(Judge):
         by_p: dict[str, list[tuple[str, str]]] = {}
         for pid, fid, text in zip(facts["persona_id"].astype(str), facts["fact_id"].astype(str), facts["text"]):
             by_p.setdefault(pid, []).append((fid, text))
+        from memjudge.rubrics import load_rubric
+
+        rubric = load_rubric("coverage").id
         rows = []
         for pid, fl in by_p.items():
             if pid not in shown:
                 continue
             for r in range(replicates):
                 for f in self._coverage_answer(pid, fl, shown[pid], r)["facts"]:
-                    rows.append((pid, f["fact_id"], f["fact"], f["covered_by"], self.spec, "coverage", r, None))
+                    rows.append((pid, f["fact_id"], f["fact"], f["covered_by"], self.spec, rubric, r, None))
         return pd.DataFrame(rows, columns=["persona_id", "fact_id", "fact_text", "covered_by", "judge", "rubric", "replicate", "error"])
 
     # -- answers ------------------------------------------------------------------------
