@@ -667,8 +667,8 @@ def _run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
     for i, line in enumerate(job.lines):
         if job.provider == "openai":
             key, body = line.get("custom_id"), line.get("body") or {}
-        else:
-            key, body = (line.get("metadata") or {}).get("key"), line.get("request") or {}
+        else:  # inline {"request", "metadata": {"key"}} or a file's {"key", "request"}
+            key, body = line.get("key") or (line.get("metadata") or {}).get("key"), line.get("request") or {}
         if upto is not None and i >= upto:
             if job.provider == "openai" and job.status == "expired":
                 errors.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key, "response": None,
@@ -696,9 +696,16 @@ def _run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
             meta = line.get("metadata")
             if fault.kind == "status":
                 item: dict[str, Any] = {"error": {"code": fault.status, "message": f"fake {fault.status} error"}}
+            elif fault.kind == "malformed_body" and job.input_file_id is None:
+                # inline responses are parsed by the SDK as a whole: a bad one is a bad answer
+                item = {"response": gemini_generate(server, req, Fault("malformed_answer")).body}
             else:
-                item = {"response": gemini_generate(server, req, fault if fault.kind != "malformed_body" else Fault("malformed_answer")).body}
-            if meta is not None:
+                item = {"response": gemini_generate(server, req, fault if fault.kind != "malformed_body" else Fault("ok")).body}
+            if job.input_file_id is not None:  # result file lines: {"key", "response" | "error"}
+                item = {"key": key, **item}
+                if fault.kind == "malformed_body":
+                    item = json.dumps(item)[: len(json.dumps(item)) // 2]
+            elif meta is not None:
                 item["metadata"] = meta
             out.append(item)
     order = job.plan.order
@@ -746,6 +753,8 @@ def _advance(server: FakeServer, job: FakeBatch) -> None:
         if job.provider == "openai":
             job.output_file_id = _file_of(server, job.output)
             job.error_file_id = _file_of(server, job.errors)
+        elif job.input_file_id is not None:
+            job.output_file_id = "files/" + (_file_of(server, job.output) or _file_of(server, [""]))
 
 
 def _create_job(server: FakeServer, provider: str, model: str, lines: list, label: str | None, **kw) -> FakeBatch:
@@ -843,7 +852,9 @@ def _gemini_batch_json(job: FakeBatch) -> dict:
         "createTime": _rfc3339(job.created_at), "updateTime": _rfc3339(time.time()),
         "batchStats": {"requestCount": str(len(job.lines))},
     }
-    if job.output is not None:
+    if job.output is not None and job.input_file_id is not None:
+        meta["output"] = {"responsesFile": job.output_file_id}
+    elif job.output is not None:
         meta["output"] = {"inlinedResponses": {"inlinedResponses": job.output}}
     body = {"name": f"batches/{job.id}", "metadata": meta}
     if job.status in BATCH_TERMINAL:
@@ -853,10 +864,21 @@ def _gemini_batch_json(job: FakeBatch) -> dict:
 
 def gemini_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
     batch = (req.json or {}).get("batch") or {}
-    requests = (((batch.get("inputConfig") or {}).get("requests") or {}).get("requests"))
+    config = batch.get("inputConfig") or {}
+    file_name = config.get("fileName")
+    if file_name is not None:
+        f = _batches(server).files.get(file_name)
+        if f is None:
+            return GeminiWire.error(400, f"no file {file_name}", None, "header")
+        try:
+            requests = [json.loads(x) for x in f["data"].decode().splitlines() if x.strip()]
+        except ValueError:
+            return GeminiWire.error(400, "the input file is not JSONL", None, "header")
+    else:
+        requests = (config.get("requests") or {}).get("requests")
     if not isinstance(requests, list):
-        return GeminiWire.error(400, "batch.inputConfig.requests.requests is required (fake: inline requests only)", None, "header")
-    job = _create_job(server, "gemini", req.params["model"], requests, batch.get("displayName"))
+        return GeminiWire.error(400, "batch.inputConfig needs requests.requests or fileName", None, "header")
+    job = _create_job(server, "gemini", req.params["model"], requests, batch.get("displayName"), input_file_id=file_name)
     return Reply(200, _gemini_batch_json(job))
 
 
@@ -890,8 +912,47 @@ def gemini_batch_list(server: FakeServer, req: RecordedRequest, fault: Fault) ->
     return Reply(200, body)
 
 
-# Uploads are multipart and cancels may come without a body: not JSON, and that is fine.
-for _h in (openai_file_create, openai_batch_cancel, gemini_batch_cancel):
+def gemini_upload_start(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    """Resumable upload, step 1: the session URL comes back in x-goog-upload-url."""
+    if req.headers.get("x-goog-upload-command") != "start":
+        return GeminiWire.error(400, "expected X-Goog-Upload-Command: start", None, "header")
+    store = _batches(server)
+    with store.lock:
+        sid = store.next_id("upl")
+        meta = (req.json or {}).get("file") or {}
+        store.files[f"session/{sid}"] = {"meta": meta, "data": b"", "mime": req.headers.get("x-goog-upload-header-content-type")}
+    url = f"{server.url}/upload/{req.params['version']}/files/session/{sid}"
+    return Reply(200, {}, {"x-goog-upload-url": url, "x-goog-upload-status": "active"})
+
+
+def gemini_upload_chunk(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    """Resumable upload, step 2: chunks; the last one ("upload, finalize") makes the file."""
+    store = _batches(server)
+    with store.lock:
+        session = store.files.get(f"session/{req.params['sid']}")
+        if session is None:
+            return GeminiWire.error(404, "no upload session", None, "header")
+        session["data"] += req.body
+        if "finalize" not in req.headers.get("x-goog-upload-command", ""):
+            return Reply(200, {}, {"x-goog-upload-status": "active"})
+        fid = "files/" + store.next_id("gfile")
+        now = _rfc3339(time.time())
+        file = {"name": fid, "displayName": session["meta"].get("displayName"), "mimeType": session["mime"] or "application/jsonl",
+                "sizeBytes": str(len(session["data"])), "createTime": now, "updateTime": now, "state": "ACTIVE", "source": "UPLOADED"}
+        store.files[fid] = {"id": fid, "purpose": "batch", "bytes": len(session["data"]), "data": session["data"], "file": file}
+        del store.files[f"session/{req.params['sid']}"]
+    return Reply(200, {"file": file}, {"x-goog-upload-status": "final"})
+
+
+def gemini_file_download(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    f = _batches(server).files.get(req.params["file_id"]) or _batches(server).files.get("files/" + req.params["file_id"])
+    if f is None:
+        return GeminiWire.error(404, f"no file {req.params['file_id']}", None, "header")
+    return Reply(200, f["data"], {"content-type": "application/octet-stream"})
+
+
+# Uploads are multipart or raw bytes, and cancels may come without a body: not JSON, and fine.
+for _h in (openai_file_create, openai_batch_cancel, gemini_batch_cancel, gemini_upload_chunk):
     _h.accepts_any_body = True  # type: ignore[attr-defined]
 
 _V = r"^/(?P<version>v1|v1beta|v1alpha)"
@@ -903,6 +964,9 @@ ROUTES += [
     Route("GET", re.compile(r"^/v1/batches/(?P<batch_id>[^/]+)$"), "openai.batches.get", "openai", openai_batch_get),
     Route("POST", re.compile(r"^/v1/batches/(?P<batch_id>[^/]+)/cancel$"), "openai.batches.cancel", "openai", openai_batch_cancel),
     Route("POST", re.compile(_V + r"/models/(?P<model>[^/:]+):batchGenerateContent$"), "gemini.batches.create", "gemini", gemini_batch_create),
+    Route("POST", re.compile(r"^/upload/(?P<version>v1|v1beta|v1alpha)/files$"), "gemini.files.upload", "gemini", gemini_upload_start),
+    Route("POST", re.compile(r"^/upload/(?P<version>v1|v1beta|v1alpha)/files/session/(?P<sid>\w+)$"), "gemini.files.upload_chunk", "gemini", gemini_upload_chunk),
+    Route("GET", re.compile(_V + r"/files/(?P<file_id>[^/:]+):download$"), "gemini.files.download", "gemini", gemini_file_download),
     Route("GET", re.compile(_V + r"/batches$"), "gemini.batches.list", "gemini", gemini_batch_list),
     Route("GET", re.compile(_V + r"/batches/(?P<batch_id>[^/:]+)$"), "gemini.batches.get", "gemini", gemini_batch_get),
     Route("POST", re.compile(_V + r"/batches/(?P<batch_id>[^/:]+):cancel$"), "gemini.batches.cancel", "gemini", gemini_batch_cancel),

@@ -408,3 +408,61 @@ def test_batch_needs_a_batch_provider(cli, tmp_path):
     r = cli("score", cand, "--sources", src, "--judge", "sim:x", "--out", tmp_path / "run", "--batch")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "--batch needs an openai: or gemini: judge" in r.stderr
+
+
+def test_batch_calls_are_retried_and_a_lost_create_is_found_not_repeated(fake_server, provider, tmp_path):
+    from memjudge.judges import JudgeConfig
+
+    # The create is made at the provider but its answer comes too late (client timeout):
+    # the retry looks for the job by its label before creating again.
+    fake_server.enqueue(Fault.hang(0.25), route=f"{provider}.batches.create")
+    fake_server.enqueue(Fault.unavailable(), route=f"{provider}.batches.get", times=2)
+    fake_server.enqueue(Fault.rate_limit(0.01), route=f"{provider}.batches.list")
+    if provider == "openai":
+        fake_server.enqueue(Fault.server_error(), route="openai.files.create")
+        fake_server.enqueue(Fault.drop(), route="openai.files.content")
+    judge = JudgeConfig(spec=SPECS[provider], base_url=base_url(fake_server, provider), timeout_s=0.1, retry_initial_s=0.3, retry_max_s=1.0)
+    r = score_run(candidates_frame(N), sources_frame(N), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache",
+                  progress=False, batch=True)
+    assert r.labels["verdict"].notna().all() and len(fake_server.batches.jobs) == 1
+    assert creates(fake_server, provider) == 1 and r.summary.batch["jobs_found"] == 1
+    assert r.summary.retries >= 4 + (2 if provider == "openai" else 0)
+    assert len(fake_server.batches.lines) == N
+
+
+def test_one_batch_process_per_run_directory(fake_server, tmp_path):
+    from memjudge.batch import _RunLock
+    from memjudge.errors import UsageError
+
+    held = _RunLock(tmp_path / "run")
+    try:
+        with pytest.raises(UsageError, match="another memjudge process"):
+            run(fake_server, "openai", tmp_path)
+    finally:
+        held.release()
+    assert creates(fake_server, "openai") == 0
+    assert run(fake_server, "openai", tmp_path).labels["verdict"].notna().all()
+
+
+@pytest.mark.parametrize("how", ["file", "auto"])
+def test_gemini_file_input_and_result_file(fake_server, tmp_path, monkeypatch, how):
+    import memjudge.batch
+
+    if how == "auto":  # a job over the inline limit goes as an uploaded JSONL file
+        monkeypatch.setattr(memjudge.batch, "GEMINI_INLINE_BYTES", 3000)
+    t = texts()
+    fake_server.enqueue(Fault.malformed_body(), route="gemini.batch_line", contains=t[2] + "\n")  # a line cut in half
+    fake_server.enqueue(Fault.server_error(), route="gemini.batch_line", contains=t[3] + "\n")  # resubmitted
+    r = run(fake_server, "gemini", tmp_path, batch_options={"gemini_input": "file"} if how == "file" else {})
+    state = json.loads((tmp_path / "run" / STATE_FILE).read_text())
+    assert state["jobs"][0]["input"] == "file" and state["jobs"][0]["input_file_id"].startswith("files/")
+    assert fake_server.count(route="gemini.files.upload") >= 1 and fake_server.count(route="gemini.files.download") >= 1
+    sent = [json.loads(x) for f in fake_server.batches.files.values() if "file" in f for x in f["data"].decode().splitlines()]
+    journal = {x["key"] for x in read_jsonl(tmp_path / "run" / "journal.jsonl")}
+    assert {x["key"] for x in sent[:N]} >= journal and all("generationConfig" in x["request"] for x in sent)
+    rows = r.labels.set_index("assertion_id")
+    assert rows.loc["a002", "verdict"] is None and "unreadable batch output line" in rows.loc["a002", "error"]
+    assert r.summary.batch["resubmitted"] == 1 and creates(fake_server, "gemini") == 2
+    online = run(fake_server, "gemini", tmp_path, out="online", cache="c2", batch=False)
+    keep = r.labels["assertion_id"] != "a002"
+    pd.testing.assert_frame_equal(comparable(online.labels[keep]), comparable(r.labels[keep]))

@@ -45,14 +45,17 @@ LOCK_FILE = "batches.lock"
 STATE_VERSION = 1
 LABEL_FIELD = "memjudge_label"  # OpenAI batch metadata key carrying the job's label
 
-# Provider limits per job. OpenAI: 50,000 requests and 200 MB per input file. Gemini inline
-# requests: the create request must stay under 20 MB.
-LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "gemini": (50_000, 20 * 1000 * 1000)}
+# Provider limits per job. OpenAI: 50,000 requests and 200 MB per input file. Gemini: a
+# create request with inline requests must stay under 20 MB; larger jobs go as a JSONL file
+# (up to 2 GB).
+LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "gemini": (50_000, 2 * 1000**3)}
+GEMINI_INLINE_BYTES = 20 * 1000 * 1000
 
 ENV_POLL = "MEMJUDGE_BATCH_POLL_S"
 ENV_POLL_MAX = "MEMJUDGE_BATCH_POLL_MAX_S"
 ENV_MAX_REQUESTS = "MEMJUDGE_BATCH_MAX_REQUESTS"
 ENV_MAX_BYTES = "MEMJUDGE_BATCH_MAX_BYTES"
+ENV_GEMINI_INPUT = "MEMJUDGE_BATCH_GEMINI_INPUT"
 
 # Error codes of a failed line that a new job may cure (HTTP and gRPC codes alike).
 _RETRYABLE_CODES = {408, 409, 429, 4, 8, 10, 13, 14}
@@ -69,6 +72,7 @@ class BatchSettings:
     max_resubmits: int = 2
     poll_s: float = 10.0
     poll_max_s: float = 300.0
+    gemini_input: str = "auto"  # "inline", "file", or "auto": inline up to 20 MB a job, else a file
 
     @classmethod
     def make(cls, fallback: str = "resubmit", **kw) -> BatchSettings:
@@ -77,7 +81,7 @@ class BatchSettings:
         if unknown:
             raise UsageError(f"unknown batch option(s): {', '.join(sorted(unknown))}")
         env = {"poll_s": (ENV_POLL, float), "poll_max_s": (ENV_POLL_MAX, float),
-               "max_requests": (ENV_MAX_REQUESTS, int), "max_bytes": (ENV_MAX_BYTES, int)}
+               "max_requests": (ENV_MAX_REQUESTS, int), "max_bytes": (ENV_MAX_BYTES, int), "gemini_input": (ENV_GEMINI_INPUT, str)}
         for name, (var, kind) in env.items():
             if kw.get(name) is None and os.environ.get(var):
                 try:
@@ -86,6 +90,8 @@ class BatchSettings:
                     raise UsageError(f"{var} must be a number, got {os.environ[var]!r}") from None
         kw = {k: v for k, v in kw.items() if v is not None}
         s = cls(fallback=fallback, **kw)
+        if s.gemini_input not in ("auto", "inline", "file"):
+            raise UsageError(f"batch gemini_input must be auto, inline or file, got {s.gemini_input!r}")
         if s.fallback not in ("resubmit", "online"):
             raise UsageError(f"batch fallback must be 'resubmit' or 'online', got {s.fallback!r}")
         for name in ("max_requests", "max_bytes"):
@@ -98,6 +104,8 @@ class BatchSettings:
 
     def limits(self, provider: str) -> tuple[int, int]:
         n, size = LIMITS[provider]
+        if provider == "gemini" and self.gemini_input == "inline":
+            size = GEMINI_INLINE_BYTES
         return (min(n, self.max_requests) if self.max_requests else n, min(size, self.max_bytes) if self.max_bytes else size)
 
 
@@ -257,7 +265,7 @@ class _OpenAIBatches:
             async def download(fid=file_id):
                 return (await self._client().files.content(fid)).content
 
-            data = await call_with_retry(self.judge, download)
+            data = await call_with_retry(self.judge, download, on_retry=getattr(self, "on_retry", None))
             for raw in data.decode("utf-8", "replace").splitlines():
                 if raw.strip():
                     self._line(raw, calls, out)
@@ -316,10 +324,10 @@ class _GeminiBatches:
         return types.InlinedRequest(contents=call.prompt.user, config=self.judge.request_config(call), metadata={"key": key})
 
     def line(self, key: str, call: JudgeCall) -> bytes:
-        # The request as the wire carries it (also the {"key", "request"} line of a batch file):
-        # its size counts against the create request's limit.
-        cfg = self.judge.request_config(call).model_dump(mode="json", exclude_none=True)
-        system = cfg.pop("system_instruction", None)
+        """The {"key", "request"} line of a batch file: a GenerateContentRequest in the API's
+        JSON, with what `generate` sends. Its size is also what an inline request weighs."""
+        cfg = self.judge.request_config(call).model_dump(mode="json", by_alias=True, exclude_none=True)
+        system = cfg.pop("systemInstruction", None)
         request = {"contents": [{"parts": [{"text": call.prompt.user}], "role": "user"}], "generationConfig": cfg}
         if system is not None:
             request["systemInstruction"] = {"parts": [{"text": system}], "role": "user"}
@@ -328,11 +336,15 @@ class _GeminiBatches:
     def _client(self):
         return self.judge._aio()
 
-    async def upload(self, label: str, lines: list[bytes]) -> None:
-        return None  # inline requests: nothing to upload
+    async def upload(self, label: str, lines: list[bytes]) -> str:
+        import io as _io
+
+        f = await self._client().files.upload(file=_io.BytesIO(b"".join(lines)),
+                                              config={"mime_type": "application/jsonl", "display_name": label})
+        return f.name
 
     async def create(self, label: str, file_id, lines: list[bytes], calls: list[tuple[str, JudgeCall]] | None = None) -> JobInfo:
-        src = [self._request(k, c) for k, c in calls]
+        src = file_id if file_id else [self._request(k, c) for k, c in calls]
         job = await self._client().batches.create(model=self.judge.model, src=src, config={"display_name": label})
         return self._info(job)
 
@@ -363,6 +375,17 @@ class _GeminiBatches:
     async def results(self, info: JobInfo, keys: list[str], calls: dict[str, JudgeCall]) -> dict[str, LineResult]:
         out: dict[str, LineResult] = {}
         dest = info.raw.dest
+        if dest is not None and dest.file_name:
+            from memjudge.retry import call_with_retry
+
+            async def download():
+                return await self._client().files.download(file=dest.file_name)
+
+            data = await call_with_retry(self.judge, download, on_retry=getattr(self, "on_retry", None))
+            for raw in data.decode("utf-8", "replace").splitlines():
+                if raw.strip():
+                    self._file_line(raw, calls, out)
+            return out
         responses = (dest.inlined_responses if dest is not None else None) or []
         for i, r in enumerate(responses):
             key = (r.metadata or {}).get("key")
@@ -377,6 +400,36 @@ class _GeminiBatches:
             elif r.response is not None:
                 out[key] = LineResult("answer", self.judge.to_answer(r.response, calls[key]))
         return out
+
+
+    def _file_line(self, raw: str, calls: dict[str, JudgeCall], out: dict[str, LineResult]) -> None:
+        from google.genai import types
+        from google.genai.batches import _GenerateContentResponse_from_mldev
+
+        try:
+            rec = json.loads(raw)
+            key = rec.get("key") if isinstance(rec, dict) else None
+        except ValueError:
+            m = re.search(r'"key"\s*:\s*"([^"]+)"', raw)
+            if m and m.group(1) in calls:
+                out[m.group(1)] = LineResult("final", error=f"unreadable batch output line: not JSON ({raw[:80]!r}...)")
+            return
+        if key not in calls:
+            return
+        error, response = rec.get("error") or rec.get("status"), rec.get("response")
+        if isinstance(response, dict):
+            try:
+                # as the SDK reads an inline response
+                parsed = types.GenerateContentResponse._from_response(response=_GenerateContentResponse_from_mldev(response), kwargs={})
+            except Exception as e:  # pydantic errors and whatever a damaged response triggers
+                out[key] = LineResult("final", error=f"unreadable batch output line: {' '.join(str(e).split())[:200]}")
+                return
+            out[key] = LineResult("answer", self.judge.to_answer(parsed, calls[key]))
+            return
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else error
+        retryable = not isinstance(code, int) or code in _RETRYABLE_CODES or code >= 500
+        out[key] = LineResult("failed" if retryable else "final", error=_error_text("batch request failed", code, message))
 
 
 def adapter_for(judge: Judge):
@@ -479,23 +532,27 @@ class _Runner:
         needy.sort(key=lambda k: self.judge.order_key(self.calls[k]))
         max_n, max_bytes = self.settings.limits(self.adapter.provider)
         chunks: list[list[str]] = []
-        size = 0
+        sizes: list[int] = []
         for key in needy:
             n = len(self.adapter.line(key, self._call(key, *self.next_request[key])))
             if n > max_bytes:
                 self._settle(key, f"the request is {n:,} bytes, over the batch limit of {max_bytes:,} bytes per job")
                 continue
-            if not chunks or len(chunks[-1]) >= max_n or size + n > max_bytes:
+            if not chunks or len(chunks[-1]) >= max_n or sizes[-1] + n > max_bytes:
                 chunks.append([])
-                size = 0
+                sizes.append(0)
             chunks[-1].append(key)
-            size += n
-        for keys in chunks:
+            sizes[-1] += n
+        for keys, nbytes in zip(chunks, sizes):
             seq = len(self.state.jobs)
+            mode = "file"
+            if self.adapter.provider == "gemini":
+                inline = self.settings.gemini_input == "inline" or (self.settings.gemini_input == "auto" and nbytes <= GEMINI_INLINE_BYTES)
+                mode = "inline" if inline else "file"
             reasks = {k: list(self.next_request[k]) for k in keys if self.next_request[k][0]}
             self.state.jobs.append({
                 "label": _label(self.judge, self.run_dir, seq, keys), "seq": seq, "provider": self.adapter.provider,
-                "invocation": self.state.data["invocations"], "state": "intent", "job_id": None, "input_file_id": None,
+                "invocation": self.state.data["invocations"], "state": "intent", "input": mode, "job_id": None, "input_file_id": None,
                 "status": None, "keys": keys, "reasks": reasks, "intent_at": time.time(), "submitted_at": None,
                 "updated_at": _now(), "finished_at": None, "counts": {}, "outcomes": {},
             })
@@ -514,7 +571,7 @@ class _Runner:
             if found is not None:
                 self._record_submitted(j, found, adopted=True)
                 return
-        if self.adapter.provider == "openai" and not j["input_file_id"]:
+        if j.get("input", "file") == "file" and not j["input_file_id"]:
             j["input_file_id"] = await self._retry(lambda: self.adapter.upload(j["label"], lines))
             j["updated_at"] = _now()
             self.state.save()
@@ -529,7 +586,7 @@ class _Runner:
                 if found is not None:
                     return found, True
             if self.adapter.provider == "gemini":
-                return await self.adapter.create(j["label"], None, lines, calls), False
+                return await self.adapter.create(j["label"], j["input_file_id"], lines, calls), False
             return await self.adapter.create(j["label"], j["input_file_id"], lines), False
 
         info, adopted = await self._retry(create_once)
@@ -647,6 +704,7 @@ async def run_batch(job, pending: list, run_dir: Path, settings: BatchSettings, 
     """Answer the engine's pending tasks through the provider's batch API (see the module
     docstring); returns what the summary reports under `batch`."""
     adapter = adapter_for(job.judge)
+    adapter.on_retry = job._on_retry  # retries of downloads count in the summary too
     run_dir = Path(run_dir)
     lock = _RunLock(run_dir)
     try:
