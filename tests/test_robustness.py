@@ -131,3 +131,16 @@ def test_cli_robustness(cli, corpus, tmp_path):
     assert h.returncode == 0 and "Kendall" in h.stdout and "Targeted ≥ global" in h.stdout
     bad = cli("robustness", cp, "--labels", tmp_path / "missing.jsonl")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_rubric_versions_are_one_rubric(corpus):
+    """Gold/imported labels say 'support', `memjudge score` says 'support@<hash>': both are
+    the support rubric, so no judge may be silently dropped when they are mixed."""
+    cand, lab, cov = corpus
+    scored = lab[lab["judge"] == "sim:b"].copy()
+    scored["rubric"] = "support@0123abcd"
+    mixed = pd.concat([lab[lab["judge"] == "sim:a"], scored], ignore_index=True)
+    res = robustness(cand, mixed, cov, repeats=1, folds=3, B=100)
+    assert sorted({u.judge for u in res.units}) == ["sim:a", "sim:b"]
+    one = compare(cand, mixed, cov, judge="sim:b", repeats=1, folds=3)
+    assert one.to_json()["judge"] == "sim:b"

@@ -69,6 +69,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import UsageError
+from memjudge.io import only_rubric, rubric_name
 from memjudge.policies import (
     NEG_INF, Options, choose, fit_per_category_sorted, lowest_support_category, sorted_options,
 )
@@ -159,10 +160,9 @@ def judges_in(labels: pd.DataFrame) -> list[str]:
 def select_verdicts(labels: pd.DataFrame, judge: str | None, replicate) -> tuple[pd.Series, str]:
     """verdict per assertion_id (None = no valid verdict) for one judge and replicate choice."""
     if "rubric" in labels.columns:
-        rubrics = sorted(labels["rubric"].dropna().astype(str).unique().tolist())
-        if "support" in rubrics:
-            labels = labels[labels["rubric"] == "support"]
-        elif len(rubrics) > 1:
+        labels = only_rubric(labels, "support")
+        rubrics = sorted(labels["rubric"].dropna().astype(str).map(rubric_name).unique().tolist())
+        if len(rubrics) > 1:
             raise UsageError(f"labels hold several rubrics ({', '.join(rubrics)}) and none is 'support'")
     judges = judges_in(labels)
     if not judges:

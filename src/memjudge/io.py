@@ -355,6 +355,20 @@ def read_labels(paths, *, keep_line: bool = False) -> pd.DataFrame:
     return _finish(out, keep_line)
 
 
+def rubric_name(rubric_id) -> str:
+    """'support@1a2b3c4d' → 'support': a rubric's name without its version hash."""
+    return str(rubric_id).split("@", 1)[0]
+
+
+def only_rubric(labels: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Rows of rubric `name` (any version) when there are such rows; else the frame as is
+    (imported labels carry their own rubric name, e.g. 'synthpai-correctness')."""
+    if "rubric" not in labels.columns:
+        return labels
+    base = labels["rubric"].astype(str).str.split("@", n=1).str[0]
+    return labels[base == name] if (base == name).any() else labels
+
+
 def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:
     """Coverage answers (`memjudge score --rubric coverage`, or simulated): covered_by is a list of ids."""
     if isinstance(paths, (str, os.PathLike)):

@@ -46,6 +46,7 @@ from memjudge.crossval import (
     judges_in, prepare,
 )
 from memjudge.errors import UsageError
+from memjudge.io import only_rubric
 
 
 def category_rates(prep: Prepared, W: np.ndarray):
@@ -224,8 +225,7 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
     candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths)."""
     cand = _load_candidates(candidates)
     lab = _load_labels(labels)
-    if "rubric" in lab.columns and (lab["rubric"] == "support").any():
-        lab = lab[lab["rubric"] == "support"]
+    lab = only_rubric(lab, "support")
     cov = _load_cov_all(coverage)
     judges = judges_in(lab)
     if not judges:
