@@ -144,3 +144,12 @@ def test_evidence_found_normalises_whitespace_only():
     assert evidence_found("moved to zurich", source) is False
     assert evidence_found("moved to Geneva", source) is False
     assert evidence_found("", source) is None and evidence_found(None, source) is None
+
+
+def test_answer_schema_is_computed_once_and_safe_to_mutate():
+    m = load_rubric("support").model
+    first = m.model_json_schema()
+    first["properties"]["verdict"]["enum"].append("maybe")  # the openai SDK mutates what it gets
+    again = m.model_json_schema()
+    assert again["properties"]["verdict"]["enum"] == ["supported", "unsupported"]
+    assert m.model_json_schema(mode="serialization")["title"] == "SupportAnswer"

@@ -9,6 +9,7 @@ internals nor silently drop a variable. A rubric's identity in outputs and cache
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -80,6 +81,27 @@ def _schema_type(name: str, schema: dict, where: str):
     raise ValueError(f"{where}: unsupported type {t!r}")
 
 
+_SCHEMA_CACHE: dict[tuple, dict] = {}
+
+
+class AnswerModel(BaseModel):
+    """Base of rubric answer models: strict, no extra keys, and a JSON schema computed once.
+
+    Structured-output SDK calls (openai's `parse`, google-genai's `response_schema`) ask the
+    model for its JSON schema on every request, and pydantic regenerates it each time
+    (about a millisecond of CPU, more than the rest of a request's client-side work)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @classmethod
+    def model_json_schema(cls, *args, **kwargs) -> dict[str, Any]:
+        key = (cls, args, tuple(sorted(kwargs.items())))
+        schema = _SCHEMA_CACHE.get(key)
+        if schema is None:
+            schema = _SCHEMA_CACHE[key] = super().model_json_schema(*args, **kwargs)
+        return copy.deepcopy(schema)  # callers (the openai SDK) mutate it
+
+
 def model_from_schema(name: str, schema: dict, where: str = "schema") -> type[BaseModel]:
     """A strict pydantic model for an object schema: no type coercion, no extra keys."""
     props = schema.get("properties")
@@ -92,7 +114,7 @@ def model_from_schema(name: str, schema: dict, where: str = "schema") -> type[Ba
             raise ValueError(f"{where}.{key}: expected a schema table")
         typ = _schema_type(name + key.title().replace("_", ""), sub, f"{where}.{key}")
         fields[key] = (typ, ...) if key in required else (typ | None, None)
-    return create_model(name, __config__=ConfigDict(extra="forbid", strict=True), **fields)
+    return create_model(name, __base__=AnswerModel, **fields)
 
 
 # ---------------------------------------------------------------------------------------
