@@ -323,7 +323,7 @@ def test_sigkill_after_submission_then_resume_polls_the_same_job(capsys, fake_se
 def test_sigkill_during_create_then_resume_finds_the_job_by_label(capsys, fake_server, provider, tmp_path):
     cand, src = write_inputs(tmp_path)
     route = f"{provider}.batches.create"
-    fake_server.enqueue(Fault.latency(1.5), route=route)  # the create is in flight when we kill
+    fake_server.enqueue(Fault.latency(1.0), route=route)  # the create is in flight when we kill
     proc = _popen(_score_args(tmp_path, fake_server, provider, cand, src))
     out = tmp_path / "run"
     _wait(lambda: fake_server.count(route=route) == 1, proc, "the create request")
