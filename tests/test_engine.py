@@ -501,3 +501,22 @@ def test_works_inside_a_running_event_loop(tmp_path):
 
     df = asyncio.run(notebook_cell())
     assert len(df) == N and df["verdict"].notna().all()
+
+
+def test_rate_limits_apply_to_every_request_including_reasks(tmp_path, monkeypatch):
+    seen = []
+
+    async def acquire(self, tokens=0):
+        seen.append(tokens)
+
+    monkeypatch.setattr(RateLimiter, "acquire", acquire)
+
+    def script(call, n):
+        return JudgeAnswer(text="not json", finish_reason="stop") if n == 0 else support_answer(call)
+
+    j = ScriptedJudge(JudgeConfig(spec="scripted:m1", rpm=600, tpm=1e6), script=script)
+    run(j, tmp_path)
+    assert len(seen) == j.requests == 2 * N and all(t > 100 for t in seen)
+    seen.clear()
+    run(ScriptedJudge(), tmp_path, out=tmp_path / "unlimited", use_cache=False)
+    assert seen == []  # no limits configured: no limiter in the way

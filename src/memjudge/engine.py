@@ -268,6 +268,7 @@ class _Job:
         self._journal = None
         self._unsaved: list[tuple[str, dict]] = []
         self._saver: asyncio.Task | None = None
+        self.limiter: RateLimiter | None = None  # rpm/tpm, applied to every request incl. re-asks
 
     # -- journal ------------------------------------------------------------------------
 
@@ -364,6 +365,9 @@ class _Job:
                 self.reasks += 1
                 note = REASK_NOTE.format(error=last_problem)
                 current = dataclasses.replace(call, prompt=Prompt(system=call.prompt.system, user=f"{call.prompt.user}\n\n{note}"))
+            if self.limiter is not None and self.limiter.active:
+                p = current.prompt
+                await self.limiter.acquire(estimate_tokens(p.system + p.user) + self.rubric.expected_output_tokens)
             t0 = time.perf_counter()
             self.requests += 1
             try:
@@ -416,6 +420,7 @@ class _Job:
     # -- all calls --------------------------------------------------------------------------
 
     async def run(self, pending: list[_Task], limiter: RateLimiter, progress_total: int, progress_done: int) -> None:
+        self.limiter = limiter
         queue = sorted(pending, key=lambda t: self.judge.order_key(t.call))
         it = iter(queue)
         bar = _Progress(self, progress_total, progress_done) if self.progress else None
@@ -425,8 +430,6 @@ class _Job:
             for task in it:
                 if abort:
                     return
-                if limiter.active:
-                    await limiter.acquire(estimate_tokens(task.call.prompt.system + task.call.prompt.user) + self.rubric.expected_output_tokens)
                 await self.ask(task)
                 if bar is not None:
                     bar.advance()
@@ -897,11 +900,26 @@ def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, r
     io.write_json(out_dir / "config.json", json.loads(_scrub(io.dumps(config), _secrets())))
 
 
-def score(candidates, sources, judge, **kwargs) -> pd.DataFrame:
-    """`score_run(...)` returning just the labels (support) or coverage (coverage rubric) frame."""
-    result = score_run(candidates, sources, judge, **kwargs)
-    if result.summary.dry_run:
-        raise UsageError("score(dry_run=True) has no labels; use score_run() for the estimate")
+def score(
+    candidates,
+    sources,
+    judge: str | JudgeConfig | Judge,
+    *,
+    rubric: str | Rubric = "support",
+    facts=None,
+    replicates: int = 1,
+    out: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    **options,
+) -> pd.DataFrame:
+    """Labels (support rubric) or coverage rows (coverage rubric) as a DataFrame, exactly the
+    rows of the run's labels.jsonl / coverage.jsonl. `options` are score_run's (base_url,
+    concurrency, rpm, tpm, temperature, seed, judges_file, parquet, use_cache, write, ...)."""
+    if options.get("dry_run"):
+        raise UsageError("score(dry_run=True) has no labels; use score_run(..., dry_run=True) for the estimate")
+    result = score_run(candidates, sources, judge, rubric=rubric, facts=facts, replicates=replicates, out=out,
+                       cache_dir=cache_dir, progress=progress, **options)
     return result.labels if result.labels is not None else result.coverage
 
 
