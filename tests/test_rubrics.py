@@ -153,3 +153,28 @@ def test_answer_schema_is_computed_once_and_safe_to_mutate():
     again = m.model_json_schema()
     assert again["properties"]["verdict"]["enum"] == ["supported", "unsupported"]
     assert m.model_json_schema(mode="serialization")["title"] == "SupportAnswer"
+
+
+def test_rubrics_ship_inside_the_package(tmp_path):
+    """The top-level rubrics/ folder is installed as memjudge._rubrics (setup.py + package-data):
+    build the package as an installer would and load the rubrics from the built copy only."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = tmp_path / "project"
+    src.mkdir()
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("src", "rubrics"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    lib = tmp_path / "lib"
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)], cwd=src, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (lib / "memjudge" / "_rubrics").glob("*.toml")) == ["coverage.toml", "support.toml"]
+    code = ("import memjudge.rubrics as r; d = r._builtin_dir(); "
+            "print(d, r.builtin_names(), r.load_rubric('support').id)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(lib), "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(str(lib / "memjudge" / "_rubrics"))
+    assert f"['coverage', 'support'] {load_rubric('support').id}" in out.stdout
