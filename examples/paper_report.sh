@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The paper's study as one report, offline and in about a minute: simulate the `paper` preset
 # (100 personas, 4,715 candidates), compare policies under the construction truth (Table 1,
-# Figure 1b), then the category ordering, noise and agreement under three simulated judges
-# (Figure 1a, flip rates, κ/AC1), and render `memjudge report`.
+# Figure 1b), the category ordering under the truth and three simulated judges (Figure 1a),
+# their noise and agreement (flip rates, κ/AC1, accuracy against the truth), and render
+# `memjudge report`.
 #
 #   examples/paper_report.sh [OUT]      (default runs/paper; the report lands in OUT/report)
 #
@@ -39,8 +40,8 @@ done
 
 $MEMJUDGE compare corpus/candidates.jsonl --labels corpus/labels.jsonl --coverage corpus/coverage.jsonl \
   --out report > /dev/null
-$MEMJUDGE robustness corpus/candidates.jsonl --labels sim-paper/labels.jsonl sim-lenient/labels.jsonl \
-  sim-strict/labels.jsonl --coverage corpus/coverage.jsonl --out report > /dev/null
+$MEMJUDGE robustness corpus/candidates.jsonl --labels corpus/labels.jsonl sim-paper/labels.jsonl \
+  sim-lenient/labels.jsonl sim-strict/labels.jsonl --coverage corpus/coverage.jsonl --out report > /dev/null
 $MEMJUDGE noise sim-paper/labels.jsonl sim-lenient/labels.jsonl sim-strict/labels.jsonl --out report > /dev/null
 $MEMJUDGE agreement sim-paper/labels.jsonl sim-lenient/labels.jsonl sim-strict/labels.jsonl \
   --gold corpus/labels.jsonl --out report > /dev/null
