@@ -453,3 +453,26 @@ def test_end_to_end_on_a_simulated_corpus(tmp_path, capsys):
     assert "Simulated results: labels from gold are simulated" in md
     assert {p.name for p in res.figures} == {"fig_faithfulness_vs_coverage.png", "fig_fold_differences.png",
                                              "fig_calibration.png"}
+
+
+def test_alternative_shapes_are_read(tmp_path):
+    """Hand-written or older files: objects keyed by name instead of lists, intervals as
+    `ci` pairs, a columnar sweep."""
+    d = tmp_path / "alt"
+    d.mkdir()
+    save(d, "robustness.json", {"gate": "values", "judges": {
+        "J1": {"support_by_category": {"values": {"rate": 0.7, "ci": [0.6, 0.8]},
+                                       "work": {"rate": 0.95, "ci": [0.9, 0.99]}}, "lowest": "values"}}})
+    save(d, "calibration.json", {"bins": [
+        {"category": "values", "lo": 0.0, "hi": 0.5, "n": 10, "support_rate": 0.5, "ci": [0.3, 0.7]},
+        {"category": "values", "lo": 0.5, "hi": 1.0, "n": 12, "support_rate": 0.75, "ci": [0.5, 0.9]}]})
+    save(d, "sweep.json", {"floor": 0.8, "points": {"threshold": [None, 0.5, 0.9], "faithfulness": [0.9, 0.93, 0.97],
+                                                    "retention": [1.0, 0.85, 0.4], "coverage": [0.9, 0.8, 0.4]}})
+    res = report(d, formats="md", dpi=DPI)
+    md = res.markdown.read_text()
+    assert nums(md_table(md, "Support by category")[0][1]) == [70.0, 60.0, 80.0]
+    assert [nums(r[2]) for r in md_table(md, "Calibration of the values category")] == [[50.0, 30.0, 70.0],
+                                                                                         [75.0, 50.0, 90.0]]
+    assert "Under J1, the lowest-support category is values at 70.00%" in md
+    assert {p.name for p in res.figures} == {"fig_support_by_category.png", "fig_calibration.png",
+                                             "fig_faithfulness_vs_coverage.png"}
