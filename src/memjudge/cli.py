@@ -163,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--personas", type=_positive_int)
     d.add_argument("--cache-dir")
     d.add_argument("--no-progress", action="store_true")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_demo)
 
     # --- calibrate ---------------------------------------------------------------------
@@ -390,7 +392,17 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    return _not_yet("demo")
+    from memjudge.demo import demo
+    from memjudge.io import dumps
+
+    res = demo(args.out, args.personas, seed=args.seed, cache_dir=args.cache_dir,
+               progress=not args.no_progress and sys.stderr.isatty(),
+               echo=(lambda line: print(line, file=sys.stderr)) if args.json else print)
+    if args.json:
+        print(dumps(res.as_dict(), indent=2))
+    else:
+        print(f"report: {res.report or res.out}")
+    return 0
 
 
 def cmd_calibrate(args) -> int:

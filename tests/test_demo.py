@@ -1,0 +1,90 @@
+"""`memjudge demo`: the whole study offline. The pipeline is tested quickly with a stand-in for
+the embedded judge; the real run (marked `model`) uses the packaged model on 2 personas."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+
+import pandas as pd
+import pytest
+
+from memjudge.judges import JudgeAnswer
+from memjudge.judges.base import Judge
+
+EXPECTED_FILES = {
+    "labels.jsonl", "coverage.jsonl", "local_judge.json", "noise.json", "agreement.json", "compare.json",
+    "sweep.json", "calibration.json", "robustness.json", "config.json", "report.md", "report.html", "demo.json",
+}
+
+
+class _ScoringStandIn(Judge):
+    """A deterministic scorer with the local judge's interface (no model): a hash of the id."""
+
+    prefix = "local"
+    threshold = 0.0
+
+    def ensure_loaded(self):
+        return None
+
+    async def generate(self, call):
+        u = int(hashlib.sha256(call.item["assertion_id"].encode()).hexdigest()[:8], 16) / 2**32
+        score = 6 * u - 3
+        verdict = "supported" if score >= self.threshold else "unsupported"
+        return JudgeAnswer(text=json.dumps({"verdict": verdict, "evidence": "", "rationale": "stand-in"}),
+                           finish_reason="stop", judge_score=score)
+
+
+def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
+    from memjudge import demo as demo_mod
+    from memjudge.judges import _PROVIDERS
+
+    monkeypatch.setitem(_PROVIDERS, "local", _ScoringStandIn)
+    lines = []
+    res = demo_mod.demo(tmp_path / "demo", 5, cache_dir=tmp_path / "cache", progress=False, echo=lines.append)
+    files = {p.name for p in (tmp_path / "demo").iterdir()}
+    assert EXPECTED_FILES <= files
+    assert res.report == tmp_path / "demo" / "report.md" and res.report.read_text().startswith("# memjudge report")
+    labels = pd.read_json(tmp_path / "demo" / "labels.jsonl", lines=True)
+    assert set(labels["judge"]) == {demo_mod.LOCAL_JUDGE, "sim:paper", "sim:strict", "sim:noisy"}
+    assert len(labels) == 4 * demo_mod.REPLICATES * res.candidates
+    local = labels[labels["judge"] == demo_mod.LOCAL_JUDGE]
+    assert local["judge_score"].notna().all() and local["verdict"].notna().all()
+    quality = json.loads((tmp_path / "demo" / "local_judge.json").read_text())
+    assert quality["n"] == res.candidates and 0 <= quality["auc"] <= 1
+    noise = json.loads((tmp_path / "demo" / "noise.json").read_text())
+    flip = {j["judge"]: j for j in noise["judges"]}
+    assert demo_mod.LOCAL_JUDGE in flip
+    assert any("[6/6]" in line for line in lines)
+
+
+def test_demo_rejects_too_few_personas(cli, tmp_path):
+    r = cli("demo", "--personas", "1", "--out", tmp_path / "d")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "at least 2 personas" in r.stderr
+
+
+def _model_installed() -> bool:
+    from memjudge.judges import local as L
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return False
+    return all(importlib.util.find_spec(p) is not None for p in L.PACKAGED[L.DEFAULT_MODEL].packages)
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
+def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
+    out = tmp_path / "demo"
+    r = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.md'}"
+    assert EXPECTED_FILES <= {p.name for p in out.iterdir()}
+    labels = pd.read_json(out / "labels.jsonl", lines=True)
+    local = labels[labels["judge"] == "local:qwen2.5-coder-1.5b"]
+    assert len(local) > 0 and local["judge_score"].notna().all() and local["verdict"].notna().all()
+    # Temperature 0: the embedded judge's replicates agree exactly, an honest zero flip rate.
+    pivot = local.pivot(index="assertion_id", columns="replicate", values="verdict")
+    assert (pivot[0] == pivot[1]).all()
+    quality = json.loads((out / "local_judge.json").read_text())
+    assert quality["n"] == local["assertion_id"].nunique()
