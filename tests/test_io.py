@@ -302,3 +302,30 @@ def test_extra_columns_reach_labels(fmt, tmp_path, sources, cli, fake_server):
     assert [x["extractor_run"] for x in labels] == expected_runs
     assert all(x["verdict"] in ("supported", "unsupported") for x in labels)
     assert re.fullmatch(r"support@[0-9a-f]{12}", labels[0]["rubric"])
+
+
+def test_extra_columns_of_any_type_are_written(tmp_path):
+    """Parquet timestamps and JSON columns mixing types reach labels.jsonl as they are and
+    labels.parquet as text, instead of failing once the judging is done."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
+
+    from memjudge.engine import score_run
+
+    cands = candidates_frame(6)
+    cands["when"] = pd.Timestamp("2024-01-02")
+    pq_path = tmp_path / "c.parquet"
+    cands.to_parquet(pq_path, index=False)
+    score_run(pq_path, sources_frame(6), ScriptedJudge(), out=tmp_path / "a", cache_dir=tmp_path / "c", progress=False, parquet=True)
+    assert {json.loads(x)["when"] for x in (tmp_path / "a" / "labels.jsonl").read_text().splitlines()} == {"2024-01-02T00:00:00"}
+    assert len(pd.read_parquet(tmp_path / "a" / "labels.parquet")) == 6
+
+    mixed = [1, "x", {"a": 1}, None, 2.5, True]
+    rows = [{**r, "meta": m} for r, m in zip(candidates_frame(6).to_dict("records"), mixed)]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(jsonl(rows))
+    score_run(path, sources_frame(6), ScriptedJudge(), out=tmp_path / "b", cache_dir=tmp_path / "c", progress=False, parquet=True)
+    assert [json.loads(x)["meta"] for x in (tmp_path / "b" / "labels.jsonl").read_text().splitlines()] == mixed
+    assert pd.read_parquet(tmp_path / "b" / "labels.parquet")["meta"].tolist() == ["1", "x", '{"a": 1}', None, "2.5", "true"]

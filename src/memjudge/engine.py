@@ -533,11 +533,44 @@ def _load_journal(path: Path) -> tuple[dict[str, dict], int]:
 
 
 def _json_line(row: dict) -> str:
-    """One JSONL line; the plain json fast path, io.dumps for NaN or numpy values."""
+    """One JSONL line; the plain json fast path, then NaN as null and other values of extra
+    columns (numpy scalars, Parquet timestamps, decimals) as their JSON or ISO/text form."""
     try:
         return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
     except (TypeError, ValueError):
-        return io.dumps(row) + "\n"
+        return json.dumps(_lenient(row), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _lenient(obj):
+    if isinstance(obj, dict):
+        return {str(k): _lenient(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_lenient(v) for v in obj]
+    try:
+        return io.json_safe(obj)
+    except TypeError:
+        if hasattr(obj, "isoformat"):
+            return obj.isoformat()
+        if isinstance(obj, bytes):
+            return obj.decode("utf-8", "replace")
+        return str(obj)
+
+
+def _to_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """Parquet wants one type per column; an extra column mixing types (JSON allows it) is
+    written as text rather than failing after the judging is done."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        frame.to_parquet(tmp, index=False)
+    except Exception:  # pyarrow's type errors come in several classes
+        fixed = frame.copy()
+        for col in fixed.columns:
+            if fixed[col].dtype == object and col != "usage":
+                kinds = {type(v) for v in fixed[col] if v is not None}
+                if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
+                    fixed[col] = [None if v is None else (v if isinstance(v, str) else json.dumps(_lenient(v), ensure_ascii=False)) for v in fixed[col]]
+        fixed.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -876,9 +909,7 @@ def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, r
     frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
     _write_text(out_dir / f"{name}.jsonl", "".join(map(_json_line, rows)))
     if parquet:
-        tmp = out_dir / f"{name}.parquet.tmp"
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, out_dir / f"{name}.parquet")
+        _to_parquet(frame, out_dir / f"{name}.parquet")
     # The journal keeps exactly the valid answers of this job (it is the run's own memory
     # when the cache is cleared or elsewhere); written atomically like the outputs.
     if tasks is not None:  # None: the journal already holds exactly these answers
