@@ -15,6 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from memjudge import cli as memjudge_cli
+from memjudge.engine import score_run
+from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
 
 SOURCES = '{"persona_id": "p1", "source": "I live in Zurich and I value honesty."}\n{"persona_id": "p2", "source": "I am a nurse."}\n'
 GOOD = [
@@ -307,13 +309,6 @@ def test_extra_columns_reach_labels(fmt, tmp_path, sources, cli, fake_server):
 def test_extra_columns_of_any_type_are_written(tmp_path):
     """Parquet timestamps and JSON columns mixing types reach labels.jsonl as they are and
     labels.parquet as text, instead of failing once the judging is done."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
-
-    from memjudge.engine import score_run
-
     cands = candidates_frame(6)
     cands["when"] = pd.Timestamp("2024-01-02")
     pq_path = tmp_path / "c.parquet"
