@@ -134,8 +134,10 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
 
     local_labels = local_labels.assign(simulated=False)
     frames = [local_labels[LABEL_COLUMNS + ["simulated"]], *sims]
-    # Columns that are all null in one frame (a simulated judge's usage) keep object dtype.
-    labels = pd.concat([f.astype({c: object for c in f.columns if f[c].isna().all()}) for f in frames], ignore_index=True)
+    # Columns that are all null in one frame (a simulated judge's usage) are left out of the
+    # concatenation and come back as nulls, so they do not decide the column's dtype.
+    columns = LABEL_COLUMNS + ["simulated"]
+    labels = pd.concat([f.dropna(axis=1, how="all") for f in frames], ignore_index=True).reindex(columns=columns)
     write_jsonl(out / "labels.jsonl", frame_records(labels))
     write_jsonl(out / "coverage.jsonl", frame_records(corpus.coverage))
     quality = _local_quality(labels, corpus.labels, judge.threshold)
