@@ -520,3 +520,12 @@ def test_rate_limits_apply_to_every_request_including_reasks(tmp_path, monkeypat
     seen.clear()
     run(ScriptedJudge(), tmp_path, out=tmp_path / "unlimited", use_cache=False)
     assert seen == []  # no limits configured: no limiter in the way
+
+
+def test_dataframe_inputs_with_timestamps_and_missing_values(tmp_path):
+    cands = candidates_frame(4)
+    cands["seen_at"] = pd.to_datetime(["2024-01-01", None, "2024-03-01", "2024-04-01"])
+    cands.loc[1, "confidence"] = float("nan")  # missing, allowed when scoring
+    df = score(cands, sources_frame(4), ScriptedJudge(), out=tmp_path / "o", cache_dir=tmp_path / "c", progress=False)
+    assert df["seen_at"].tolist() == ["2024-01-01T00:00:00", None, "2024-03-01T00:00:00", "2024-04-01T00:00:00"]
+    assert df["verdict"].notna().all()

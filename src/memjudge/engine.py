@@ -111,10 +111,8 @@ def _frame_input(df: pd.DataFrame, reader, what: str, **kw) -> pd.DataFrame:
     import tempfile
 
     label = f"<{what} DataFrame>"
-    try:
-        records = io.frame_records(df)
-    except TypeError as e:
-        raise InputError(label, str(e)) from None
+    cols = [str(c) for c in df.columns]
+    records = [_lenient(dict(zip(cols, row))) for row in df.itertuples(index=False, name=None)]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{what}.jsonl"
         io.write_jsonl(path, records)
