@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import diskcache
-import pytest
 
 from memjudge.cache import AnswerCache, cache_key, resolve_cache_dir
 from memjudge.engine import score_run

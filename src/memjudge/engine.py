@@ -24,14 +24,14 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from memjudge import io
-from memjudge.cache import AnswerCache, cache_key, resolve_cache_dir
+from memjudge.cache import AnswerCache, cache_key
 from memjudge.errors import InputError, MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
 from memjudge.ratelimit import RateLimiter
