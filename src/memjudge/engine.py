@@ -835,7 +835,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             if batch is not None and est_cost is not None:
                 est_cost *= judge.config.batch_discount
             summary = ScoreSummary(
-                judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=len(slots) if rub.kind == "support" else sum(len(persona_facts.get(s[1]) or []) for s in slots),
+                judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=len(slots) if rub.kind == "support" else sum(len(persona_facts.get(s[1]) or [None]) for s in slots),
                 calls=len(tasks), requested=0, requests=0, reasks=0, retries=0,
                 cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
                 errors=0, verdicts={}, tokens={}, cost_usd=None, seconds=round(time.perf_counter() - t_start, 3), dry_run=True,
