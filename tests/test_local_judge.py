@@ -242,6 +242,13 @@ def test_real_model_direction_prefix_reuse_and_determinism(model_cache, monkeypa
     for k in prompts:
         assert warm[k].log_odds == cold[k].log_odds  # aligned evaluation chunks: bit-identical
         assert again[k].log_odds == warm[k].log_odds  # temperature 0 is deterministic
+    # Any GGUF file by path: the same model here, hence the same scores, with an uncalibrated
+    # default threshold of 0 and the file (not a packaged hash) in its identity.
+    path = model_cache / "models" / L.PACKAGED[L.DEFAULT_MODEL].filename
+    by_path = make_judge(f"local:{path}")
+    assert by_path.threshold == 0.0 and by_path.identity()["weights_file"]["size"] == path.stat().st_size
+    with by_path.ensure_loaded().lock:
+        assert by_path.ensure_loaded().score(prompts["sup"]).log_odds == warm["sup"].log_odds
 
 
 def _model_corpus(tmp_path):
