@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -22,7 +22,7 @@ No network is used: the model comes from installed packages and answers are cach
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -191,6 +191,9 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
             report_path = out / "report.md"
     seconds["report"] = time.perf_counter() - t
     seconds["total"] = time.perf_counter() - t_all
+    # CPU time beside wall time: on a shared machine wall time overstates what 2 idle cores need.
+    cpu = os.times()
+    seconds["cpu_process"] = cpu.user + cpu.system
     write_json(out / "demo.json", {"seconds": seconds, "local_judge": quality, "summary": s})
     say(f"[6/6] report written ({seconds['total']:.0f} s in all)")
     return DemoResult(out=out, report=Path(report_path) if report_path else None, personas=n,

@@ -30,7 +30,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import tempfile
 import threading
 from collections import OrderedDict
