@@ -476,3 +476,18 @@ def test_alternative_shapes_are_read(tmp_path):
     assert "Under J1, the lowest-support category is values at 70.00%" in md
     assert {p.name for p in res.figures} == {"fig_support_by_category.png", "fig_calibration.png",
                                              "fig_faithfulness_vs_coverage.png"}
+
+
+def test_demo_parts_embedded_judge_quality(run):
+    q = {"judge": "local:qwen2.5-coder-1.5b", "n": 250, "gold_supported": 220, "threshold": -1.9, "auc": 0.8312,
+         "balanced_accuracy": 0.7421, "accuracy": 0.81, "in_sample_best_threshold": -1.2,
+         "in_sample_best_balanced_accuracy": 0.77, "note": "threshold calibrated on other data"}
+    save(run, "local_judge.json", q)
+    save(run, "demo.json", {"seconds": {"total": 412.5}, "summary": {"personas": 10}})
+    md = report(run, formats="md", dpi=DPI).markdown.read_text()
+    rows = {r[0]: r[1] for r in md_table(md, "Embedded judge against the corpus's gold labels")}
+    assert rows["AUC of the log-odds"] == "0.831" and rows["Threshold (log-odds)"] == "-1.90"
+    assert rows["Accuracy (%)"] == "81.00"
+    assert ("The embedded judge local:qwen2.5-coder-1.5b separates supported from unsupported assertions with "
+            "AUC 0.831 against the gold labels (250 items); balanced accuracy 0.742 at its calibrated threshold -1.90.") in md
+    assert "| seconds.total | 412.5 |" in md

@@ -47,12 +47,14 @@ PARTS: dict[str, tuple[str, str]] = {
     "compare_inputs.json": ("compare_inputs", "memjudge compare ... --out RUN_DIR"),
     "simulate.json": ("simulation", "memjudge simulate --out DIR"),
     "summary.json": ("scoring", "memjudge score --out RUN_DIR"),
+    "local_judge.json": ("judge_quality", "memjudge demo"),
+    "demo.json": ("demo", "memjudge demo"),
     "sweep.json": ("sweep", "memjudge compare ... --out RUN_DIR"),
     "calibration.json": ("calibration", "memjudge compare ... --out RUN_DIR"),
     "robustness.json": ("robustness", "memjudge robustness CANDIDATES --labels LABELS... --out RUN_DIR"),
 }
 # Parts that describe a run rather than analyse it: not listed as missing when absent.
-QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring"}
+QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judge_quality", "demo"}
 _POLICY_NAMES = {"write_all": "Write-all", "global": "Global threshold", "targeted": "Targeted",
                  "per_category": "Per-category thresholds"}
 _METRIC_NAMES = {"faithfulness": "faithfulness", "retention": "retention", "coverage": "estimated coverage"}
@@ -630,6 +632,16 @@ def findings(run: Run) -> list[str]:
     hold = _ordering_summary(run)
     if hold:
         out.append(hold)
+    # the embedded judge against the corpus's truth (memjudge demo)
+    q = run.get("judge_quality") or {}
+    if num(q.get("auc")) is not None:
+        s = (f"The embedded judge {judge_label(q.get('judge', 'local'), run)} separates supported from unsupported "
+             f"assertions with AUC {coef(q['auc'])} against the gold labels ({_int(q.get('n'))} items)")
+        if num(q.get("balanced_accuracy")) is not None:
+            s += f"; balanced accuracy {coef(q['balanced_accuracy'])}"
+            if num(q.get("threshold")) is not None:
+                s += f" at its calibrated threshold {q['threshold']:+.2f}"
+        out.append(s + ".")
     # judge noise
     for j in (run.get("noise") or {}).get("judges", []):
         fr = num(j.get("flip_rate"))
@@ -1084,6 +1096,11 @@ def _config_table(run: Run) -> Table | None:
     return Table("Run configuration. Data: config.json.", ["Key", "Value"], _flatten(cfg))
 
 
+def _key_table(run: Run, part: str, caption: str) -> Table | None:
+    obj = run.get(part)
+    return Table(caption, ["Key", "Value"], _flatten(obj)) if obj else None
+
+
 def _scoring_table(run: Run) -> Table | None:
     summ = run.get("scoring")
     if not summ:
@@ -1152,6 +1169,18 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         blocks.append(Heading("Agreement between judges"))
         blocks += _agreement_tables(run)
         fig("agreement")
+    q = run.get("judge_quality")
+    if q:
+        blocks.append(Heading("The embedded judge against gold labels"))
+        keys = [("judge", "Judge", str), ("n", "Items (replicate 0)", _int), ("auc", "AUC of the log-odds", coef),
+                ("balanced_accuracy", "Balanced accuracy at the threshold", coef), ("accuracy", "Accuracy (%)", pct),
+                ("threshold", "Threshold (log-odds)", lambda v: f"{num(v):+.2f}" if num(v) is not None else "n/a"),
+                ("in_sample_best_threshold", "In-sample best threshold (optimistic)",
+                 lambda v: f"{num(v):+.2f}" if num(v) is not None else "n/a"),
+                ("in_sample_best_balanced_accuracy", "In-sample best balanced accuracy (optimistic)", coef)]
+        rows = [[label, fmt(q[k])] for k, label, fmt in keys if k in q]
+        blocks.append(Table("Embedded judge against the corpus's gold labels. Data: local_judge.json.",
+                            ["Measure", "Value"], rows, str(q.get("note", ""))))
     blocks.append(Heading("Run"))
     ci = run.get("compare_inputs")
     if ci:
@@ -1168,7 +1197,8 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
             rows.append([str(k), show(v)])
         blocks.append(Table("Inputs of the policy comparison (paths relative to the run directory). "
                             "Data: compare_inputs.json.", ["Input", "Value"], rows))
-    for t in (_config_table(run), _scoring_table(run), _simulation_table(run), _labels_summary(run), inv):
+    for t in (_config_table(run), _scoring_table(run), _simulation_table(run), _labels_summary(run),
+              _key_table(run, "demo", "Demo timings and corpus (seconds; counts). Data: demo.json."), inv):
         if t is not None:
             blocks.append(t)
     if run.get("coverage") is not None:
