@@ -134,6 +134,13 @@ def test_a_judge_keeps_its_colour_across_figures():
     assert mc.to_hex(colour["gemini:gemini-2.5-pro"]) == styles["gemini:gemini-2.5-pro"][0].lower()
 
 
+def test_a_measured_zero_flip_rate_is_labelled():
+    f = flips()
+    f.loc[f["judge"] == "gemini:gemini-2.5-pro", ["flip_rate", "lo", "hi"]] = 0.0
+    fig = F.flip_rate_by_category(f)
+    assert sum(t.get_text() == "0" for t in fig.axes[0].texts) == 3
+
+
 def test_values_drawn_are_the_data_in_percent():
     fig = F.flip_rate_by_category(flips())
     heights = sorted(round(p.get_height(), 6) for p in fig.axes[0].patches if p.get_height() > 0)

@@ -114,7 +114,8 @@ def judge_styles(judges: Sequence[str]) -> dict[str, tuple[str, str]]:
 def _judge_legend(fig: Figure, ax, n: int) -> None:
     # Below the axes: bars reach the top of the plot, so any inside corner hides data.
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, title="Judge", loc="outside lower center", ncols=min(n, 4), frameon=False)
+    ncols = min(n, 4) if sum(len(t) for t in labels[:4]) <= 84 else min(n, 2)  # ~6.5 in of legend text per row
+    fig.legend(handles, labels, title="Judge", loc="outside lower center", ncols=ncols, frameon=False)
 
 
 @_paper_style
@@ -374,10 +375,14 @@ def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None,
     for j, judge in enumerate(judges):
         sub = flips[flips["judge"] == judge].set_index("category").reindex(cats)
         rate = _pct(sub["flip_rate"])
-        ax.bar(x - 0.4 + width * (j + 0.5), rate, width * 0.92, color=styles[judge][0],
+        xs = x - 0.4 + width * (j + 0.5)
+        ax.bar(xs, rate, width * 0.92, color=styles[judge][0],
                hatch=styles[judge][1], edgecolor="white", linewidth=0.4, label=str(judge),
                yerr=_yerr(rate, _pct(sub["lo"]), _pct(sub["hi"])),
                error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
+        # a measured zero has no bar: say "0" so it is not mistaken for "not measured"
+        for xi in xs[rate == 0]:
+            ax.text(xi, 0, "0", ha="center", va="bottom", fontsize=6.5, color=styles[judge][0], fontweight="bold")
     ax.axvline(0.5, color="#BBBBBB", linewidth=0.6) if "all" in cats and len(cats) > 1 else None
     ax.set_xticks(x, ["all categories" if c == "all" else str(c) for c in cats],
                   rotation=0 if len(cats) <= 7 else 30, ha="center" if len(cats) <= 7 else "right")
