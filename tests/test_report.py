@@ -334,7 +334,7 @@ def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
     c = load(run, "compare.json")
     for m, p in c["paired"].items():
         p["mean"], p["lo"], p["hi"] = -p["mean"], -p["hi"], -p["lo"]
-    c["paired"]["retention"].update(mean=0.0, lo=-0.01, hi=0.01)
+    c["paired"]["retention"].update(mean=0.00004, lo=-0.01, hi=0.01)
     save(run, "compare.json", c)
     rob = load(run, "robustness.json")
     rob["summary"]["faithfulness"] = {"judges": 0, "units": 0}
@@ -350,7 +350,7 @@ def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
     text = findings_of(run)
     assert f"lower on faithfulness by {100 * abs(c['paired']['faithfulness']['mean']):.2f} points" in text
     assert f"lower on estimated coverage by {100 * abs(c['paired']['coverage']['mean']):.2f} points" in text
-    assert "equal on retention" in text and "which includes zero" in text
+    assert "equal on retention to two decimals (95% paired interval -1.00 to +1.00, which includes zero" in text
     assert "higher on" not in text
     assert "lowest-support category is health at 50.00% (95% CI 45.00–55.00); the next lowest is values" in text
     assert "The gated category (values) is not the lowest under this judge" in text

@@ -607,7 +607,8 @@ def findings(run: Run) -> list[str]:
             if not isinstance(p, dict) or num(p.get("mean")) is None:
                 continue
             mean = num(p["mean"])
-            d = _direction(mean)
+            # the sentence speaks at the table's precision: a difference that rounds to 0.00 points is "equal"
+            d = _direction(round(100 * mean, 2))
             amount = f"{abs(100 * mean):.2f} points" if d != "equal" else ""
             lo, hi = num(p.get("lo")), num(p.get("hi"))
             ci = ""
@@ -619,7 +620,7 @@ def findings(run: Run) -> list[str]:
                     ci += f"; same sign in {int(ss)} of {n_folds} folds"
                 ci += ")"
             if d == "equal":
-                parts.append(f"equal on {_METRIC_NAMES[m]}{ci}")
+                parts.append(f"equal on {_METRIC_NAMES[m]}{'' if mean == 0 else ' to two decimals'}{ci}")
             else:
                 parts.append(f"{d} on {_METRIC_NAMES[m]} by {amount}{ci}")
         if parts:
