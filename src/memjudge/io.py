@@ -54,7 +54,8 @@ def _check_path(path: Path) -> str:
     return ext
 
 
-def _decode(path: Path) -> str:
+def decode_file(path: Path) -> str:
+    """The file's text (UTF-8, BOM accepted); empty or undecodable → InputError with the line."""
     data = path.read_bytes()
     if not data.strip():
         raise InputError(path, "file is empty")
@@ -66,7 +67,7 @@ def _decode(path: Path) -> str:
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
-    text = _decode(path)
+    text = decode_file(path)
     rows: list[dict] = []
     lines: list[int] = []
     for n, raw in enumerate(text.splitlines(), start=1):
@@ -90,7 +91,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    text = _decode(path)
+    text = decode_file(path)
     reader = csv.reader(_io.StringIO(text, newline=""))
     try:
         header = next(reader)

@@ -21,7 +21,7 @@ from typing import Iterator
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
-from memjudge.io import LABEL_COLUMNS, frame_records, write_json, write_jsonl
+from memjudge.io import LABEL_COLUMNS, decode_file, frame_records, write_json, write_jsonl
 
 _IMPORTERS: dict[str, "str | type[Importer]"] = {
     "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
@@ -166,17 +166,6 @@ def with_label_columns(df: pd.DataFrame) -> pd.DataFrame:
 # readers that keep the physical line of each record, for PATH:LINE errors
 
 
-def _decoded_lines(path: Path) -> str:
-    data = path.read_bytes()
-    if not data.strip():
-        raise InputError(path, "file is empty")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x})", line) from None
-
-
 def csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str, str]]]:
     """(first line of the record, {column: text}) for each CSV record; checks header and widths.
 
@@ -184,7 +173,7 @@ def csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str
     """
     import io
 
-    text = _decoded_lines(path)
+    text = decode_file(path)
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [h.strip() for h in next(reader)]
@@ -213,7 +202,7 @@ def csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str
 
 
 def jsonl_records(path: Path) -> Iterator[tuple[int, dict]]:
-    text = _decoded_lines(path)
+    text = decode_file(path)
     for n, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue

@@ -146,6 +146,15 @@ class Judge(ABC):
             "params": self.config.generation_params(),
         }
 
+    def check_options(self, known) -> None:
+        """Provider options are free-form in a panel file: a misspelt one must fail loudly,
+        not be ignored."""
+        unknown = sorted(set(self.config.options) - set(known))
+        if unknown:
+            from memjudge.errors import UsageError
+
+            raise UsageError(f"{self.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
     @abstractmethod
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         """Ask once. Raise the SDK's own exception on failure; do not retry."""

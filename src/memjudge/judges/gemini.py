@@ -60,10 +60,7 @@ class GeminiJudge(Judge):
 
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
-        unknown = set(config.options) - OPTIONS
-        if unknown:
-            raise UsageError(f"{config.spec}: unknown option(s) {', '.join(sorted(unknown))} "
-                             f"(known: {', '.join(sorted(OPTIONS))})")
+        self.check_options(OPTIONS)
         if config.thinking_budget is not None and "thinking_level" in config.options:
             raise UsageError(f"{config.spec}: set thinking_budget or options.thinking_level, not both")
         self._api_key = next((os.environ[v] for v in KEY_VARS if os.environ.get(v)), None)

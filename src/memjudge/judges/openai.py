@@ -48,10 +48,7 @@ class OpenAIJudge(Judge):
 
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
-        unknown = set(config.options) - OPTIONS
-        if unknown:
-            raise UsageError(f"{config.spec}: unknown option(s) {', '.join(sorted(unknown))} "
-                             f"(known: {', '.join(sorted(OPTIONS))})")
+        self.check_options(OPTIONS)
         if config.thinking_budget is not None:
             raise UsageError(f"{config.spec}: thinking_budget is a Gemini setting; "
                              "use options.reasoning_effort for OpenAI reasoning models")

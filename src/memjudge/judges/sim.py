@@ -153,9 +153,7 @@ class SimJudge(Judge):
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
         opts = dict(config.options)
-        unknown = [k for k in opts if k not in OPTIONS]
-        if unknown:
-            raise UsageError(f"judge {config.spec}: unknown option {unknown[0]!r} (known: {', '.join(OPTIONS)})")
+        self.check_options(OPTIONS)
         profile = opts.get("profile", self.model if self.model in PROFILES else "paper")
         if profile not in PROFILES:
             raise UsageError(f"judge {config.spec}: unknown profile {profile!r} (known: {', '.join(PROFILES)})")
