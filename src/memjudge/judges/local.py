@@ -344,9 +344,7 @@ class LocalJudge(Judge):
     def __init__(self, config: JudgeConfig):
         # One CPU model evaluates one prompt at a time; more concurrency only thrashes the KV prefix.
         super().__init__(config.model_copy(update={"concurrency": 1}))
-        unknown = sorted(set(config.options) - set(OPTION_KEYS))
-        if unknown:
-            raise UsageError(f"{config.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTION_KEYS)})")
+        self.check_options(OPTION_KEYS)
         name = config.model
         self.packaged = PACKAGED.get(name)
         if self.packaged is None:
