@@ -240,10 +240,17 @@ class LocalModel:
         env.globals["raise_exception"] = raise_exception
         return env.from_string(source)
 
+    def _special(self, token_id: int) -> str:
+        return self.llm.detokenize([token_id], special=True).decode("utf-8", "replace") if token_id >= 0 else ""
+
     def render(self, prompt: Prompt) -> str:
-        """The chat-formatted prompt, ending where the verdict word begins."""
+        """The chat-formatted prompt, ending where the verdict word begins. A model that expects
+        a BOS token (tokenizer.ggml.add_bos_token) gets one, whether or not its template writes it."""
         messages = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
-        text = self._template.render(messages=messages, add_generation_prompt=True, bos_token="", eos_token="")
+        bos, eos = self._special(self.llm.token_bos()), self._special(self.llm.token_eos())
+        text = self._template.render(messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos)
+        if self.llm.metadata.get("tokenizer.ggml.add_bos_token") == "true" and bos and not text.startswith(bos):
+            text = bos + text
         return text + ANSWER_PREFIX
 
     def _logprobs(self) -> np.ndarray:
