@@ -73,7 +73,7 @@ def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float) -
         "judge": LOCAL_JUDGE, "n": int(len(s)), "gold_supported": int(y.sum()), "threshold": threshold,
         "auc": auc(s, y), "balanced_accuracy": balanced_accuracy(s, y, threshold), "accuracy": accuracy(s, y, threshold),
         "in_sample_best_threshold": best_t, "in_sample_best_balanced_accuracy": best_ba,
-        "note": "threshold calibrated on other data (SummEdits QMSum); the in-sample best is optimistic",
+        "note": "threshold calibrated on other data (SummEdits QMSum + a generated corpus of another seed); the in-sample best is optimistic",
     }
 
 
