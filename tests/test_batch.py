@@ -171,7 +171,7 @@ def test_partial_failures_are_resubmitted(fake_server, provider, tmp_path):
     r = run(fake_server, provider, tmp_path)
     rows = r.labels.set_index("assertion_id")
     assert rows.loc[["a001", "a002", "a003"], "verdict"].notna().all()
-    assert rows.loc["a004", "verdict"] is None and "400" in rows.loc["a004", "error"]
+    assert pd.isna(rows.loc["a004", "verdict"]) and "400" in rows.loc["a004", "error"]
     assert r.summary.batch["resubmitted"] == 3 and creates(fake_server, provider) == 2
     assert [j["requests"] for j in r.summary.batch["jobs"]] == [N, 3]
     assert len(fake_server.batches.lines) == N + 3 and r.summary.errors == 1
@@ -181,7 +181,7 @@ def test_resubmission_is_bounded(fake_server, provider, tmp_path):
     fake_server.enqueue(Fault.unavailable(), route=f"{provider}.batch_line", contains=texts()[5] + "\n", times=None)
     r = run(fake_server, provider, tmp_path, batch_options={"max_resubmits": 2})
     row = r.labels.set_index("assertion_id").loc["a005"]
-    assert row["verdict"] is None and "503" in row["error"] and "after 3 batch jobs" in row["error"]
+    assert pd.isna(row["verdict"]) and "503" in row["error"] and "after 3 batch jobs" in row["error"]
     assert creates(fake_server, provider) == 3 and r.labels["verdict"].notna().sum() == N - 1
     # a null is asked again by a rerun (as online), once the fault is gone
     fake_server.reset()
@@ -213,7 +213,7 @@ def test_unreadable_output_line_is_null_with_error(fake_server, tmp_path):
     fake_server.enqueue(Fault.malformed_body(), route="openai.batch_line", contains=texts()[2] + "\n")
     r = run(fake_server, "openai", tmp_path)
     row = r.labels.set_index("assertion_id").loc["a002"]
-    assert row["verdict"] is None and "unreadable batch output line" in row["error"]
+    assert pd.isna(row["verdict"]) and "unreadable batch output line" in row["error"]
     assert r.labels["verdict"].notna().sum() == N - 1 and creates(fake_server, "openai") == 1
     # never cached: the next run asks for it again
     r = run(fake_server, "openai", tmp_path)
@@ -229,7 +229,7 @@ def test_invalid_answers_are_reasked_then_null(fake_server, provider, tmp_path):
     fake_server.enqueue(Fault.truncated(), route=route, contains=t[4] + "\n", times=None)
     r = run(fake_server, provider, tmp_path)
     rows = r.labels.set_index("assertion_id")
-    assert rows.loc["a001", "verdict"] == "supported" and rows.loc["a001", "error"] is None
+    assert rows.loc["a001", "verdict"] == "supported" and pd.isna(rows.loc["a001", "error"])
     assert rows.loc["a002", "verdict"] is None and rows.loc["a002", "error"].startswith(f"invalid answer after {MAX_REASKS} re-asks")
     assert rows.loc["a003", "verdict"] is None and "safety" in rows.loc["a003", "error"]
     assert rows.loc["a004", "verdict"] is None and "truncated" in rows.loc["a004", "error"]
@@ -461,7 +461,7 @@ def test_gemini_file_input_and_result_file(fake_server, tmp_path, monkeypatch, h
     journal = {x["key"] for x in read_jsonl(tmp_path / "run" / "journal.jsonl")}
     assert {x["key"] for x in sent[:N]} >= journal and all("generationConfig" in x["request"] for x in sent)
     rows = r.labels.set_index("assertion_id")
-    assert rows.loc["a002", "verdict"] is None and "unreadable batch output line" in rows.loc["a002", "error"]
+    assert pd.isna(rows.loc["a002", "verdict"]) and "unreadable batch output line" in rows.loc["a002", "error"]
     assert r.summary.batch["resubmitted"] == 1 and creates(fake_server, "gemini") == 2
     online = run(fake_server, "gemini", tmp_path, out="online", cache="c2", batch=False)
     keep = r.labels["assertion_id"] != "a002"

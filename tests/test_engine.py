@@ -142,7 +142,7 @@ def test_provider_errors_are_null_rows_and_a_streak_aborts(tmp_path):
 
     r = run(ScriptedJudge(script=script), tmp_path)
     bad = r.labels.set_index("assertion_id").loc["a003"]
-    assert bad["verdict"] is None and "RuntimeError: bad request" in bad["error"]
+    assert pd.isna(bad["verdict"]) and "RuntimeError: bad request" in bad["error"]
     assert r.summary.errors == 1
 
     def always(call, n):
@@ -527,5 +527,5 @@ def test_dataframe_inputs_with_timestamps_and_missing_values(tmp_path):
     cands["seen_at"] = pd.to_datetime(["2024-01-01", None, "2024-03-01", "2024-04-01"])
     cands.loc[1, "confidence"] = float("nan")  # missing, allowed when scoring
     df = score(cands, sources_frame(4), ScriptedJudge(), out=tmp_path / "o", cache_dir=tmp_path / "c", progress=False)
-    assert df["seen_at"].tolist() == ["2024-01-01T00:00:00", None, "2024-03-01T00:00:00", "2024-04-01T00:00:00"]
+    assert [None if pd.isna(v) else v for v in df["seen_at"]] == ["2024-01-01T00:00:00", None, "2024-03-01T00:00:00", "2024-04-01T00:00:00"]
     assert df["verdict"].notna().all()
