@@ -869,13 +869,13 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         if rub.kind == "support":
             rows = [_label_row(item, r, tasks[key], judge, rub, source_of[item["persona_id"]], extras) for key, item, r, extras in slots]
             out_rows = rows
-            labels = _order_columns(pd.DataFrame(rows), io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS) if rows else pd.DataFrame(columns=io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS)
+            labels = io.text_as_objects(_order_columns(pd.DataFrame(rows), io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS) if rows else pd.DataFrame(columns=io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS))
             verdicts = labels["verdict"].fillna("null").value_counts().to_dict()
             nrows = len(labels)
         else:
             rows = [row for key, pid, r in slots for row in _coverage_rows(pid, r, tasks[key], judge, rub, persona_facts[pid])]
             out_rows = rows
-            coverage = pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"])
+            coverage = io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"]))
             verdicts = {}
             nrows = len(coverage)
         summary = ScoreSummary(

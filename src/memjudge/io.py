@@ -457,6 +457,17 @@ def write_jsonl(path, rows: Iterable[dict]) -> None:
     os.replace(tmp, path)
 
 
+def text_as_objects(df: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as plain objects with None for missing. pandas 3 infers a string dtype
+    whose missing value is NaN; a label frame's null verdict must read the same whatever
+    pandas is installed and whatever path (online, batch, cache) produced it."""
+    for col in df.columns:
+        if isinstance(df[col].dtype, pd.StringDtype):
+            df[col] = pd.Series([None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v
+                                 for v in df[col].tolist()], index=df.index, dtype=object)
+    return df
+
+
 def frame_records(df: pd.DataFrame) -> list[dict]:
     """DataFrame rows as JSON-safe dicts (NaN → null)."""
     cols = [c for c in df.columns if c != LINE]
