@@ -356,6 +356,19 @@ def read_labels(paths, *, keep_line: bool = False) -> pd.DataFrame:
     return _finish(out, keep_line)
 
 
+def read_toml(path) -> dict:
+    """A TOML file (judge panels, generator overrides) as a dict; one-line InputError otherwise."""
+    import tomllib
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such file" if not path.exists() else "is a directory, expected a file")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InputError(path, f"not valid TOML ({e})") from None
+
+
 def rubric_name(rubric_id) -> str:
     """'support@1a2b3c4d' → 'support': a rubric's name without its version hash."""
     return str(rubric_id).split("@", 1)[0]

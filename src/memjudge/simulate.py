@@ -30,6 +30,7 @@ import pandas as pd
 
 from memjudge import simulate_lexicon as lex
 from memjudge.errors import InputError, UsageError
+from memjudge.io import read_toml
 
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
@@ -78,13 +79,7 @@ def load_preset(preset: str = "paper", config: str | Path | dict | None = None) 
         params = _merge(base, config, "<config>")
     else:
         path = Path(config)
-        if not path.is_file():
-            raise InputError(path, "no such file" if not path.exists() else "is a directory, expected a file")
-        try:
-            over = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise InputError(path, f"not valid TOML ({e})") from None
-        params = _merge(base, over, str(path))
+        params = _merge(base, read_toml(path), str(path))
     _check_params(params, str(config) if config is not None and not isinstance(config, dict) else f"preset {preset}")
     return params
 

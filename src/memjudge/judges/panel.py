@@ -17,24 +17,19 @@ Each table is a `JudgeConfig`; unknown keys are an error naming the file.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from memjudge.errors import InputError
+from memjudge.io import read_toml
 from memjudge.judges.base import JudgeConfig
 
 
 def load_panel(path) -> dict[str, JudgeConfig]:
     """spec → JudgeConfig for every `[[judge]]` table of the file."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(path, "no such file" if not path.exists() else "is a directory, expected a file")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not valid TOML ({e})") from None
+    data = read_toml(path)
     tables = data.get("judge", [])
     if not isinstance(tables, list) or not tables:
         raise InputError(path, "expected one or more [[judge]] tables")
