@@ -62,6 +62,22 @@ _RETRYABLE_CODES = {408, 409, 429, 4, 8, 10, 13, 14}
 
 
 @dataclass(frozen=True)
+
+def _result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict | None, str | None]:
+    """One line of a batch result file as (record, key), or (None, None) when it is not ours.
+
+    A line we cannot read still names its key near its start: that item gets a null with the
+    reason, never a guessed label."""
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        m = re.search(r'"%s"\s*:\s*"([^"]+)"' % id_field, raw)
+        if m and m.group(1) in calls:
+            out[m.group(1)] = LineResult("final", error=f"unreadable batch output line: not JSON ({raw[:80]!r}...)")
+        return None, None
+    key = rec.get(id_field) if isinstance(rec, dict) else None
+    return (rec, key) if key in calls else (None, None)
+
 class BatchSettings:
     """How batch scoring behaves. Limits default to the provider's; polling starts every
     `poll_s` seconds and backs off (x1.5) to `poll_max_s` while nothing changes."""
@@ -275,17 +291,8 @@ class _OpenAIBatches:
         import pydantic
         from openai.types.chat import ChatCompletion
 
-        try:
-            rec = json.loads(raw)
-            key = rec.get("custom_id") if isinstance(rec, dict) else None
-        except ValueError:
-            # A line we cannot read still names its key near its start; that item gets a null
-            # with the reason, never a guessed label.
-            m = re.search(r'"custom_id"\s*:\s*"([^"]+)"', raw)
-            if m and m.group(1) in calls:
-                out[m.group(1)] = LineResult("final", error=f"unreadable batch output line: not JSON ({raw[:80]!r}...)")
-            return
-        if key not in calls:
+        rec, key = _result_line(raw, "custom_id", calls, out)
+        if rec is None:
             return
         response, error = rec.get("response"), rec.get("error")
         status = response.get("status_code") if isinstance(response, dict) else None
@@ -406,15 +413,8 @@ class _GeminiBatches:
         from google.genai import types
         from google.genai.batches import _GenerateContentResponse_from_mldev
 
-        try:
-            rec = json.loads(raw)
-            key = rec.get("key") if isinstance(rec, dict) else None
-        except ValueError:
-            m = re.search(r'"key"\s*:\s*"([^"]+)"', raw)
-            if m and m.group(1) in calls:
-                out[m.group(1)] = LineResult("final", error=f"unreadable batch output line: not JSON ({raw[:80]!r}...)")
-            return
-        if key not in calls:
+        rec, key = _result_line(raw, "key", calls, out)
+        if rec is None:
             return
         error, response = rec.get("error") or rec.get("status"), rec.get("response")
         if isinstance(response, dict):
