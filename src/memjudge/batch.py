@@ -61,8 +61,6 @@ ENV_GEMINI_INPUT = "MEMJUDGE_BATCH_GEMINI_INPUT"
 _RETRYABLE_CODES = {408, 409, 429, 4, 8, 10, 13, 14}
 
 
-@dataclass(frozen=True)
-
 def _result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict | None, str | None]:
     """One line of a batch result file as (record, key), or (None, None) when it is not ours.
 
@@ -78,6 +76,8 @@ def _result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict 
     key = rec.get(id_field) if isinstance(rec, dict) else None
     return (rec, key) if key in calls else (None, None)
 
+
+@dataclass(frozen=True)
 class BatchSettings:
     """How batch scoring behaves. Limits default to the provider's; polling starts every
     `poll_s` seconds and backs off (x1.5) to `poll_max_s` while nothing changes."""
