@@ -66,10 +66,9 @@ def decode_file(path: Path) -> str:
         raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x})", line) from None
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
+def jsonl_records(path: Path):
+    """(line number, object) for each non-blank line; anything but a JSON object is an error."""
     text = decode_file(path)
-    rows: list[dict] = []
-    lines: list[int] = []
     for n, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -79,6 +78,13 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise InputError(path, f"not valid JSON ({e.msg})", n) from None
         if not isinstance(obj, dict):
             raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
+        yield n, obj
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    rows: list[dict] = []
+    lines: list[int] = []
+    for n, obj in jsonl_records(path):
         rows.append(obj)
         lines.append(n)
     if not rows:

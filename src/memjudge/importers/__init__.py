@@ -21,7 +21,7 @@ from typing import Iterator
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
-from memjudge.io import LABEL_COLUMNS, decode_file, frame_records, write_json, write_jsonl
+from memjudge.io import LABEL_COLUMNS, decode_file, frame_records, jsonl_records, write_json, write_jsonl
 
 _IMPORTERS: dict[str, "str | type[Importer]"] = {
     "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
@@ -199,20 +199,6 @@ def csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str
                 raise InputError(path, f"expected {len(header)} fields, found {len(rec)}", start)
             yield start, dict(zip(header, rec))
         start = reader.line_num + 1
-
-
-def jsonl_records(path: Path) -> Iterator[tuple[int, dict]]:
-    text = decode_file(path)
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"not valid JSON ({e.msg})", n) from None
-        if not isinstance(obj, dict):
-            raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
-        yield n, obj
 
 
 def json_list_cell(path: Path, line: int, column: str, cell: str) -> list:

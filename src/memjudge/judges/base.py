@@ -115,6 +115,16 @@ class JudgeAnswer:
     raw: dict[str, Any] | None = None
 
 
+def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
+    """The answer validated against the call's schema, or None when it does not fit."""
+    if not text:
+        return None
+    try:
+        return call.schema.model_validate_json(text).model_dump()
+    except ValueError:  # pydantic.ValidationError and JSON errors alike
+        return None
+
+
 # "stop" is the only reason whose text may become a label.
 FINISH_REASONS = ("stop", "length", "safety", "empty", "other")
 

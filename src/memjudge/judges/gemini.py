@@ -17,7 +17,7 @@ from google import genai
 from google.genai import errors, types
 
 from memjudge.errors import UsageError
-from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usage
+from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usage, parse_answer
 from memjudge.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -36,16 +36,6 @@ _FINISH = {
     "IMAGE_SAFETY": "safety",
     "IMAGE_PROHIBITED_CONTENT": "safety",
 }
-
-
-def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
-    """The answer validated against the call's schema, or None when it does not fit."""
-    if not text:
-        return None
-    try:
-        return call.schema.model_validate_json(text).model_dump()
-    except ValueError:  # pydantic.ValidationError and JSON errors alike
-        return None
 
 
 def _name(value: Any) -> str | None:

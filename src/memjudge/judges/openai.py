@@ -21,7 +21,7 @@ from openai.lib._parsing import type_to_response_format_param
 from openai.types.chat import ChatCompletion
 
 from memjudge.errors import UsageError
-from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usage
+from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usage, parse_answer
 from memjudge.retry import delay_from_headers
 
 KEY_VAR = "OPENAI_API_KEY"
@@ -31,16 +31,6 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429})
 OPTIONS = frozenset({"reasoning_effort"})
 
 _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
-
-
-def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
-    """The answer validated against the call's schema, or None when it does not fit."""
-    if not text:
-        return None
-    try:
-        return call.schema.model_validate_json(text).model_dump()
-    except ValueError:  # pydantic.ValidationError and JSON errors alike
-        return None
 
 
 class OpenAIJudge(Judge):
