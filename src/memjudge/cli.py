@@ -333,9 +333,6 @@ def cmd_compare(args) -> int:
 
 
 def cmd_robustness(args) -> int:
-    from pathlib import Path
-
-    from memjudge.io import dumps, write_json
     from memjudge.robustness import robustness
 
     res = robustness(
@@ -343,16 +340,8 @@ def cmd_robustness(args) -> int:
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
         per_category=args.per_category_method,
     )
-    out = res.to_json()
-    if args.out:
-        write_json(Path(args.out) / "robustness.json", out)
-    if args.json:
-        print(dumps(out))
-    else:
-        print(res.render())
-        if args.out:
-            print(f"\nwrote robustness.json to {args.out}")
-    return 0
+    text = res.render() + (f"\n\nwrote robustness.json to {args.out}" if args.out else "")
+    return _emit_analysis(args, res.to_json(), text, "robustness.json")
 
 
 def cmd_report(args) -> int:
