@@ -96,33 +96,49 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     return df
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    text = decode_file(path)
-    reader = csv.reader(_io.StringIO(text, newline=""))
+def csv_records(path: Path, required=()):
+    """(first line of the record, {column: text}) for each non-blank CSV record; checks the
+    header (required columns, no duplicates) and every record's width.
+
+    Quoted fields may span lines, so a record's number is the line it starts on.
+    """
+    reader = csv.reader(_io.StringIO(decode_file(path), newline=""))
     try:
-        header = next(reader)
+        header = [h.strip() for h in next(reader)]
     except StopIteration:
         raise InputError(path, "file is empty") from None
-    header = [h.strip() for h in header]
+    except csv.Error as e:
+        raise InputError(path, f"malformed CSV header ({e})", 1) from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(path, f"missing required column(s): {', '.join(missing)}", 1)
     if len(set(header)) != len(header):
         raise InputError(path, "duplicate column names in header", 1)
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    try:
-        for rec in reader:
-            if not rec or all(not f.strip() for f in rec) and len(rec) <= 1:
-                continue
+    start = reader.line_num + 1
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise InputError(path, f"malformed CSV ({e})", start) from None
+        if rec and not (len(rec) == 1 and not rec[0].strip()):
             if len(rec) != len(header):
-                raise InputError(path, f"expected {len(header)} fields, found {len(rec)}", reader.line_num)
-            rows.append(rec)
-            lines.append(reader.line_num)
-    except csv.Error as e:
-        raise InputError(path, f"malformed CSV ({e})", reader.line_num) from None
+                raise InputError(path, f"expected {len(header)} fields, found {len(rec)}", start)
+            yield start, dict(zip(header, rec))
+        start = reader.line_num + 1
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    lines: list[int] = []
+    rows: list[dict] = []
+    for n, rec in csv_records(path):
+        lines.append(n)
+        rows.append(rec)
     if not rows:
         raise InputError(path, "no rows after the header")
-    df = pd.DataFrame(rows, columns=header, dtype=object)
     # CSV has no null: an empty field means "missing".
-    df = df.map(lambda v: None if v == "" else v)
+    df = pd.DataFrame(rows, dtype=object).map(lambda v: None if v == "" else v)
     df[LINE] = lines
     return df
 

@@ -11,17 +11,15 @@ Importers are registered by name and imported only when used, like judge provide
 
 from __future__ import annotations
 
-import csv
 import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
-from memjudge.io import LABEL_COLUMNS, decode_file, frame_records, jsonl_records, write_json, write_jsonl
+from memjudge.io import LABEL_COLUMNS, csv_records, frame_records, jsonl_records, write_json, write_jsonl
 
 _IMPORTERS: dict[str, "str | type[Importer]"] = {
     "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
@@ -163,42 +161,7 @@ def with_label_columns(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------
-# readers that keep the physical line of each record, for PATH:LINE errors
-
-
-def csv_records(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    """(first line of the record, {column: text}) for each CSV record; checks header and widths.
-
-    Quoted fields may span lines, so a record's number is the line it starts on.
-    """
-    import io
-
-    text = decode_file(path)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:  # pragma: no cover - empty file caught above
-        raise InputError(path, "file is empty") from None
-    except csv.Error as e:
-        raise InputError(path, f"malformed CSV header ({e})", 1) from None
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise InputError(path, f"missing required column(s): {', '.join(missing)}", 1)
-    if len(set(header)) != len(header):
-        raise InputError(path, "duplicate column names in header", 1)
-    start = reader.line_num + 1
-    while True:
-        try:
-            rec = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            raise InputError(path, f"malformed CSV ({e})", start) from None
-        if rec and not (len(rec) == 1 and not rec[0].strip()):
-            if len(rec) != len(header):
-                raise InputError(path, f"expected {len(header)} fields, found {len(rec)}", start)
-            yield start, dict(zip(header, rec))
-        start = reader.line_num + 1
+# cells (records come from io.csv_records / io.jsonl_records, which keep PATH:LINE)
 
 
 def json_list_cell(path: Path, line: int, column: str, cell: str) -> list:
