@@ -85,6 +85,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     from memjudge.io import frame_records, write_json, write_jsonl
     from memjudge.judges import make_judge
     from memjudge.noise import noise
+    from memjudge.report import report
     from memjudge.robustness import robustness
     from memjudge.simulate import simulate
 
@@ -179,16 +180,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
         "simulated_judges": [f"sim:{x}" for x in SIM_JUDGES], "personas": n, "seed": seed,
         "candidates_per_persona": CANDIDATES_PER_PERSONA, "folds": folds, "offline": True,
     })
-    report_path = None
-    try:
-        from memjudge.report import report
-    except ImportError:  # pragma: no cover - report ships with memjudge
-        report = None
-    if report is not None:
-        rep = report(out)
-        report_path = rep.markdown if hasattr(rep, "markdown") else getattr(rep, "md_path", None)
-        if report_path is None:
-            report_path = out / "report.md"
+    report_path = report(out).markdown
     seconds["report"] = time.perf_counter() - t
     seconds["total"] = time.perf_counter() - t_all
     # CPU time beside wall time: on a shared machine wall time overstates what 2 idle cores need.
@@ -196,7 +188,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     seconds["cpu_process"] = cpu.user + cpu.system
     write_json(out / "demo.json", {"seconds": seconds, "local_judge": quality, "summary": s})
     say(f"[6/6] report written ({seconds['total']:.0f} s in all)")
-    return DemoResult(out=out, report=Path(report_path) if report_path else None, personas=n,
+    return DemoResult(out=out, report=report_path, personas=n,
                       candidates=int(s["candidates"]), seconds=seconds, local_quality=quality,
                       files=sorted(p.name for p in out.iterdir()))
 
