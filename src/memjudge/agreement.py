@@ -145,6 +145,18 @@ def _rater_names(labels: pd.DataFrame) -> pd.Series:
     return labels["judge"].astype(str) + " [" + labels["rubric"].astype(str) + "]"
 
 
+def majority_votes(valid: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, int]:
+    """Strict majority verdict of each `keys` group of rows with a valid verdict: the label
+    given by more rows than any other; a tie gives no verdict, never a coin flip. Returns the
+    (keys..., verdict) rows of the groups with a majority and the number of tied groups."""
+    cnt = valid.groupby(keys + ["verdict"], sort=False).size().rename("c").reset_index()
+    top = cnt["c"] == cnt.groupby(keys, sort=False)["c"].transform("max")
+    best = cnt[top]
+    n_top = best.groupby(keys, sort=False)["verdict"].transform("size")
+    ties = len(best[n_top > 1].drop_duplicates(keys))
+    return best[n_top == 1][keys + ["verdict"]], ties
+
+
 def standing_verdicts(labels: pd.DataFrame, replicate: int | str = 0) -> tuple[pd.DataFrame, int]:
     """One verdict per (rater, item): replicate `replicate`, or the strict majority of valid
     replicates (ties → no verdict). Returns (rater, assertion_id, persona_id, verdict) rows
@@ -154,12 +166,7 @@ def standing_verdicts(labels: pd.DataFrame, replicate: int | str = 0) -> tuple[p
     df = df[df["verdict"].notna()]
     ties = 0
     if replicate == "majority":
-        cnt = df.groupby(["rater", "assertion_id", "verdict"], sort=False).size().rename("c").reset_index()
-        top = cnt["c"] == cnt.groupby(["rater", "assertion_id"], sort=False)["c"].transform("max")
-        best = cnt[top]
-        n_top = best.groupby(["rater", "assertion_id"], sort=False)["verdict"].transform("size")
-        ties = len(best[n_top > 1].drop_duplicates(["rater", "assertion_id"]))
-        chosen = best[n_top == 1][["rater", "assertion_id", "verdict"]]
+        chosen, ties = majority_votes(df, ["rater", "assertion_id"])
         persona = df.drop_duplicates("assertion_id").set_index("assertion_id")["persona_id"]
         chosen = chosen.assign(persona_id=persona.loc[chosen["assertion_id"]].to_numpy())
     else:

@@ -68,6 +68,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from memjudge.agreement import majority_votes
 from memjudge.errors import UsageError
 from memjudge.io import only_rubric, rubric_name
 from memjudge.policies import (
@@ -175,14 +176,11 @@ def select_verdicts(labels: pd.DataFrame, judge: str | None, replicate) -> tuple
         raise UsageError(f"judge {judge!r} not in labels (judges: {', '.join(judges)})")
     lab = labels[labels["judge"].astype(str) == judge]
     if replicate == "majority":
-        v = lab[lab["verdict"].notna()]
-        counts = v.groupby(["assertion_id", "verdict"]).size().rename("k").reset_index()
-        top = counts.groupby("assertion_id")["k"].transform("max")
-        best = counts[counts["k"] == top]
-        # A tie between labels has no majority: no valid verdict, never a coin flip.
-        unique = best.groupby("assertion_id")["verdict"].agg(lambda s: s.iloc[0] if len(s) == 1 else None)
+        # A tie between labels has no majority: no valid verdict.
+        chosen, _ = majority_votes(lab[lab["verdict"].notna()], ["assertion_id"])
         ids = lab["assertion_id"].unique()
-        return unique.reindex(ids).astype(object).where(lambda s: s.notna(), None), judge
+        majority = chosen.set_index("assertion_id")["verdict"]
+        return majority.reindex(ids).astype(object).where(lambda s: s.notna(), None), judge
     reps = sorted(int(r) for r in lab["replicate"].unique())
     if int(replicate) not in reps:
         raise UsageError(f"judge {judge!r} has no replicate {replicate} (replicates: {', '.join(map(str, reps))})")
