@@ -60,10 +60,9 @@ class DemoResult:
 
 def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float) -> dict:
     """The embedded judge against the corpus's gold labels (replicate 0)."""
-    from memjudge.calibrate import accuracy, auc, balanced_accuracy, best_threshold
+    from memjudge.calibrate import accuracy, auc, balanced_accuracy, best_threshold, join_gold
 
-    rows = labels[(labels["judge"] == LOCAL_JUDGE) & (labels["replicate"] == 0) & labels["judge_score"].notna()]
-    joined = rows.merge(gold[["assertion_id", "verdict"]].rename(columns={"verdict": "gold"}), on="assertion_id")
+    joined = join_gold(labels, gold, LOCAL_JUDGE)
     s = joined["judge_score"].astype(float).to_numpy()
     y = (joined["gold"] == "supported").to_numpy()
     if len(s) == 0 or y.all() or (~y).all():
