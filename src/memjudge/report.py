@@ -466,20 +466,25 @@ def coef(x, digits: int = 3) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
-def pct_ci(x, ci) -> str:
+def _with_ci(fmt, x, ci) -> str:
+    """`fmt(x)`, followed by the interval in brackets when both bounds are numbers."""
     lo, hi = interval(ci)
-    s = pct(x)
-    if lo is not None and hi is not None:
-        s += f" [{pct(lo)}, {pct(hi)}]"
-    return s
+    return fmt(x) + (f" [{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else "")
+
+
+def pct_ci(x, ci) -> str:
+    return _with_ci(pct, x, ci)
 
 
 def coef_ci(x, ci) -> str:
-    lo, hi = interval(ci)
-    s = coef(x)
-    if lo is not None and hi is not None:
-        s += f" [{coef(lo)}, {coef(hi)}]"
-    return s
+    return _with_ci(coef, x, ci)
+
+
+def paired_ci(p) -> str:
+    """A paired difference {mean, lo, hi} in signed points, its interval in brackets."""
+    if not isinstance(p, dict) or num(p.get("mean")) is None:
+        return "n/a"
+    return _with_ci(pts, p["mean"], (p.get("lo"), p.get("hi")))
 
 
 def _pvalue(x) -> str:
@@ -776,15 +781,8 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
                      pts(pol.get("delta_faithfulness")), pts(pol.get("delta_coverage"))])
     paired = c.get("paired") or {}
     if paired:
-        def pi(m):
-            p = paired.get(m)
-            if not isinstance(p, dict) or num(p.get("mean")) is None:
-                return "n/a"
-            s = pts(p["mean"])
-            if num(p.get("lo")) is not None and num(p.get("hi")) is not None:
-                s += f" [{pts(p['lo'])}, {pts(p['hi'])}]"
-            return s
-        rows.append(["Targeted − global (paired)", pi("faithfulness"), pi("retention"), pi("coverage"), "", ""])
+        rows.append(["Targeted − global (paired)", paired_ci(paired.get("faithfulness")),
+                     paired_ci(paired.get("retention")), paired_ci(paired.get("coverage")), "", ""])
     nb = []
     n_folds = _n_folds(c)
     for m in ("faithfulness", "retention", "coverage"):
@@ -898,16 +896,10 @@ def _robustness_tables(run: Run) -> list[Table]:
             d = (pols.get(pol) or {}).get(m)
             return pct(d.get("mean")) if isinstance(d, dict) else "n/a"
 
-        def diff(m):
-            p = paired.get(m)
-            if not isinstance(p, dict) or num(p.get("mean")) is None:
-                return "n/a"
-            s = pts(p["mean"])
-            return s + (f" [{pts(p['lo'])}, {pts(p['hi'])}]" if num(p.get("lo")) is not None and num(p.get("hi")) is not None else "")
-
         h = unit_holds(u)
         jrows.append([u["label"], low_s, ", ".join(u["gated"] or []) or "n/a", coef(u["p_gated_lowest"]),
-                      f"{mean('global')} / {mean('targeted')}", diff("faithfulness"), diff("coverage"),
+                      f"{mean('global')} / {mean('targeted')}", paired_ci(paired.get("faithfulness")),
+                      paired_ci(paired.get("coverage")),
                       yn[h["faithfulness"]], yn[h["coverage"]]])
     if jrows:
         out.append(Table(f"Robustness across judges. Data: robustness.json — {_config_line(rob, run)}.",
