@@ -294,8 +294,9 @@ class SimJudge(Judge):
 
     # -- answers ------------------------------------------------------------------------
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
-        rubric = call.rubric.split("@", 1)[0]
-        if rubric == "coverage" or ("assertion_id" not in call.item and "persona_id" in call.item):
+        from memjudge.io import rubric_name
+
+        if rubric_name(call.rubric) == "coverage" or ("assertion_id" not in call.item and "persona_id" in call.item):
             obj = self._coverage(call)
         else:
             obj = self._support(call)
