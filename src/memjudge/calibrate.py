@@ -11,7 +11,6 @@ Positive class throughout: "supported" (gold verdict), predicted when score >= t
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -232,13 +231,14 @@ def dump_panel(tables: list[dict]) -> str:
 def write_threshold(panel, spec: str, threshold: float) -> None:
     """Create the panel or update its `[[judge]]` for `spec` with options.threshold, keeping every
     other judge and setting. The result is re-read with the panel loader before replacing the file."""
+    from memjudge.io import read_toml
     from memjudge.judges.panel import load_panel
 
     path = Path(panel)
     tables: list[dict] = []
     if path.exists():
         load_panel(path)  # a broken panel is reported, never overwritten
-        tables = tomllib.loads(path.read_text(encoding="utf-8")).get("judge", [])
+        tables = read_toml(path).get("judge", [])
     for table in tables:
         if table.get("spec") == spec:
             table.setdefault("options", {})["threshold"] = float(threshold)
