@@ -72,11 +72,18 @@ def interval_pairs(samples: np.ndarray, level: float = LEVEL) -> np.ndarray:
     return np.moveaxis(lo_hi, 0, -1)
 
 
-def cluster_counts(cluster: np.ndarray, cell: np.ndarray, n_clusters: int, n_cells: int) -> np.ndarray:
-    """Per-persona counts of categorical cells (e.g. confusion cells a*q + b): (n_clusters, n_cells)."""
+def cluster_counts(cluster: np.ndarray, cell: np.ndarray, n_clusters: int, n_cells: int,
+                   weights: np.ndarray | None = None) -> np.ndarray:
+    """Per-persona counts of categorical cells (e.g. confusion cells a*q + b): (n_clusters, n_cells).
+
+    With per-item `weights` (e.g. supported / valid flags), per-persona sums of the weights
+    in each cell instead of counts."""
     cluster = np.asarray(cluster, dtype=np.int64)
     cell = np.asarray(cell, dtype=np.int64)
-    return np.bincount(cluster * n_cells + cell, minlength=n_clusters * n_cells).reshape(n_clusters, n_cells).astype(np.float64)
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+    return np.bincount(cluster * n_cells + cell, weights=weights,
+                       minlength=n_clusters * n_cells).reshape(n_clusters, n_cells).astype(np.float64)
 
 
 def format_interval(value, lo=np.nan, hi=np.nan, digits: int = 3) -> str:

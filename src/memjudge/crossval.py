@@ -759,7 +759,7 @@ def _bins_for(conf: np.ndarray):
 
 
 def calibration(prep: Prepared, *, B: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
-    from memjudge.bootstrap import cluster_weights, percentile_interval
+    from memjudge.bootstrap import cluster_counts, cluster_weights, ratio_interval
 
     P = len(prep.personas)
     W = cluster_weights(P, B=B, seed=seed)
@@ -780,15 +780,11 @@ def calibration(prep: Prepared, *, B: int = 2000, seed: int = 0, level: float = 
             edges = [(float(spec[i]), float(spec[i + 1])) for i in range(10)]
         pers = prep.persona[m]
         # per-persona per-bin sufficient statistics, then all resamples by one matrix product
-        S = np.zeros((P, nb + 1))
-        V = np.zeros((P, nb + 1))
-        np.add.at(S, (pers, b), sup[m])
-        np.add.at(V, (pers, b), valid[m])
+        S = cluster_counts(pers, b, P, nb + 1, weights=sup[m])
+        V = cluster_counts(pers, b, P, nb + 1, weights=valid[m])
         S[:, nb] = S[:, :nb].sum(1)
         V[:, nb] = V[:, :nb].sum(1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = (W @ S) / (W @ V)
-        lo, hi = percentile_interval(reps, level)
+        lo, hi = ratio_interval(S, V, W, level)
         counts = np.bincount(b, minlength=nb)
         tv, ts = V.sum(0), S.sum(0)
         bins = []

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_weights, format_interval, interval_pairs
+from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, format_interval, interval_pairs
 from memjudge.errors import UsageError
 
 
@@ -53,13 +53,11 @@ def flip_rates(persona: np.ndarray, group: np.ndarray, flip: np.ndarray, any_fli
     flip_rate, any_flip_rate, flip_rate_ci and any_flip_rate_ci ((n_groups, 2)).
     """
     ok = ~np.isnan(flip)
-    cell = persona[ok] * n_groups + group[ok]
-    size = n_personas * n_groups
 
     def per_persona(w):
-        return np.bincount(cell, weights=w, minlength=size).reshape(n_personas, n_groups)
+        return cluster_counts(persona[ok], group[ok], n_personas, n_groups, weights=w)
 
-    totals = np.hstack([per_persona(None).astype(float), per_persona(flip[ok]), per_persona(any_flip[ok])])
+    totals = np.hstack([per_persona(None), per_persona(flip[ok]), per_persona(any_flip[ok])])
     point = totals.sum(axis=0)
     items, flips, anys = point[:n_groups], point[n_groups:2 * n_groups], point[2 * n_groups:]
     out = {"items": items.astype(np.int64), "flip_rate": _ratio(flips, items), "any_flip_rate": _ratio(anys, items)}

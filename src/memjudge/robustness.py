@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_weights, percentile_interval
+from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
 from memjudge.crossval import (
     Prepared, _clean, _load_candidates, _load_labels, _num, _resolve_gate, compare_prepared,
     judges_in, prepare,
@@ -52,10 +52,8 @@ from memjudge.io import only_rubric
 def category_rates(prep: Prepared, W: np.ndarray):
     """Per-category counts, full-sample rates and bootstrap replicates (B × C) of support rates."""
     P, C = len(prep.personas), len(prep.categories)
-    S = np.zeros((P, C))
-    V = np.zeros((P, C))
-    np.add.at(S, (prep.persona, prep.cat), (prep.sup & prep.valid).astype(float))
-    np.add.at(V, (prep.persona, prep.cat), prep.valid.astype(float))
+    S = cluster_counts(prep.persona, prep.cat, P, C, weights=prep.sup & prep.valid)
+    V = cluster_counts(prep.persona, prep.cat, P, C, weights=prep.valid)
     n = np.bincount(prep.cat, minlength=C)
     s, v = S.sum(0), V.sum(0)
     with np.errstate(invalid="ignore", divide="ignore"):
