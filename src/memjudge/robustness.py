@@ -34,7 +34,6 @@ the single coverage judge's rows when there is only one, else none (coverage nul
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,12 +103,7 @@ class RobustnessResult:
     kendall: pd.DataFrame
 
     def _primary(self):
-        seen, out = set(), []
-        for u in self.units:
-            if u.judge not in seen:
-                seen.add(u.judge)
-                out.append(u)
-        return out
+        return first_per_judge(self.units)
 
     def summary(self) -> dict:
         prim = self._primary()
@@ -255,9 +249,18 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
         res = compare_prepared(prep, gate=g, floor=floor, repeats=repeats, folds=folds, seed=seed,
                                per_category=per_category)
         units.append(Unit(j, r, prep, table, lowest, gated, p, res))
-    ktab = kendall_table([u for i, u in enumerate(units) if units_spec[i][0] not in
-                          {units_spec[k][0] for k in range(i)}])
+    ktab = kendall_table(first_per_judge(units))
     return RobustnessResult(g, float(floor), repeats, folds, seed, B, units, ktab)
+
+
+def first_per_judge(units) -> list:
+    """Each judge's first unit (its first replicate), in order."""
+    seen, out = set(), []
+    for u in units:
+        if u.judge not in seen:
+            seen.add(u.judge)
+            out.append(u)
+    return out
 
 
 def kendall_table(units) -> pd.DataFrame:
