@@ -346,11 +346,14 @@ class _Persona:
             start = self.template_start.setdefault((category, slot["name"]), int(self.rng.integers(len(firsts))))
             k = start + len(self.used[(category, slot["name"])]) - 1
             sentence, stated = firsts[k % len(firsts)].format(**fields), "explicit"
-        fact = dict(fact_id=f"{self.pid}-f{len(self.facts) + 1:03d}", category=category,
-                    text=_cap(self._render_vp(slot, fields)) + ".", sentence=sentence, stated=stated,
-                    slot=slot, option=i, fields=fields, n_assertions=0)
+        return self._add_fact(category=category, text=_cap(self._render_vp(slot, fields)) + ".", sentence=sentence,
+                              stated=stated, slot=slot, option=i, fields=fields)
+
+    def _add_fact(self, **fact) -> dict:
+        """A new fact of the persona, numbered in order, its sentence one of the source's."""
+        fact = dict(fact_id=f"{self.pid}-f{len(self.facts) + 1:03d}", **fact, n_assertions=0)
         self.facts.append(fact)
-        self.sentences.append(sentence)
+        self.sentences.append(fact["sentence"])
         return fact
 
     def restate(self, fact: dict) -> str:
@@ -383,11 +386,8 @@ class _Persona:
                 return f
         val = lex.VALUES[v]
         sentence = val["first"][int(self.rng.integers(len(val["first"])))]
-        fact = dict(fact_id=f"{self.pid}-f{len(self.facts) + 1:03d}", category=VALUES, text=_cap(val["vp"]) + ".",
-                    sentence=sentence, stated="explicit", value=v, vp=[val["vp"], *val["para"]], n_assertions=0)
-        self.facts.append(fact)
-        self.sentences.append(sentence)
-        return fact
+        return self._add_fact(category=VALUES, text=_cap(val["vp"]) + ".", sentence=sentence, stated="explicit",
+                              value=v, vp=[val["vp"], *val["para"]])
 
     def behaviour_fact(self) -> tuple[dict, int] | None:
         """A behaviour of a held value (or a newly held one) that the value can be read from."""
@@ -401,10 +401,8 @@ class _Persona:
                 if v not in self.values_held:
                     self.values_held.append(v)
                 self.behaviours_used.add((v, b))
-                fact = dict(fact_id=f"{self.pid}-f{len(self.facts) + 1:03d}", category=cat, text=_cap(vp) + ".",
-                            sentence=sentence, stated="explicit", behaviour=(v, b), vp=[vp], n_assertions=0)
-                self.facts.append(fact)
-                self.sentences.append(sentence)
+                fact = self._add_fact(category=cat, text=_cap(vp) + ".", sentence=sentence, stated="explicit",
+                                      behaviour=(v, b), vp=[vp])
                 return fact, v
         return None
 
