@@ -757,10 +757,6 @@ class _Closer:
 
 def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df, *, replicates, out, cache_dir, closer,
            use_cache, dry_run, progress, parquet, write, inputs, judges_file, argv, echo, t_start, batch=None) -> ScoreResult:
-    if batch is not None:
-        from memjudge.batch import check_batch_judge
-
-        check_batch_judge(judge)
     source_of = dict(zip(srcs["persona_id"], srcs["source"]))
     identity = judge.identity()
     rid = rub.cache_identity()
