@@ -118,6 +118,35 @@ def _judge_legend(fig: Figure, ax, n: int) -> None:
     fig.legend(handles, labels, title="Judge", loc="outside lower center", ncols=ncols, frameon=False)
 
 
+def _judge_bars(ax, data: pd.DataFrame, column: str, judges: list, cats: list,
+                styles: dict[str, tuple[str, str]]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """`column` (a fraction) as one bar per judge within each category, with the lo/hi interval
+    as error bars; returns (judge, bar positions, values in %) per judge."""
+    width = 0.8 / len(judges)
+    x = np.arange(len(cats))
+    drawn = []
+    for j, judge in enumerate(judges):
+        sub = data[data["judge"] == judge].set_index("category").reindex(cats)
+        rate = _pct(sub[column])
+        xs = x - 0.4 + width * (j + 0.5)
+        ax.bar(xs, rate, width * 0.92, color=styles[judge][0], hatch=styles[judge][1],
+               edgecolor="white", linewidth=0.4, label=str(judge),
+               yerr=_yerr(rate, _pct(sub["lo"]), _pct(sub["hi"])),
+               error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
+        drawn.append((judge, xs, rate))
+    return drawn
+
+
+def _category_axis(fig: Figure, ax, labels: list[str], n_judges: int, ylabel: str, title: str) -> None:
+    """Category ticks (slanted when many), the axis labels, the title and the judge legend."""
+    many = len(labels) > 7
+    ax.set_xticks(np.arange(len(labels)), labels, rotation=30 if many else 0, ha="right" if many else "center")
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel("Category (bars: 95% persona-cluster bootstrap intervals)")
+    ax.set_title(title)
+    _judge_legend(fig, ax, n_judges)
+
+
 @_paper_style
 def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: str | None = None,
                         styles: dict[str, tuple[str, str]] | None = None) -> Figure:
@@ -136,31 +165,19 @@ def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: s
     first = rates[rates["judge"] == judges[0]].set_index("category")["rate"]
     cats = list(first.sort_values(kind="stable").index)
     cats += [c for c in dict.fromkeys(rates["category"]) if c not in cats]
-    width = 0.8 / len(judges)
-    x = np.arange(len(cats))
     styles = {**judge_styles(judges), **(styles or {})}
     gated = set(gated or ())
     for i, c in enumerate(cats):
         if c in gated:
             ax.axvspan(i - 0.48, i + 0.48, color=HIGHLIGHT, alpha=0.10, linewidth=0)
-    for j, judge in enumerate(judges):
-        sub = rates[rates["judge"] == judge].set_index("category").reindex(cats)
-        xs = x - 0.4 + width * (j + 0.5)
-        ax.bar(xs, _pct(sub["rate"]), width * 0.92, color=styles[judge][0], hatch=styles[judge][1],
-               edgecolor="white", linewidth=0.4, label=str(judge),
-               yerr=_yerr(_pct(sub["rate"]), _pct(sub["lo"]), _pct(sub["hi"])),
-               error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
-    ax.set_xticks(x, [f"{c}\n(gated)" if c in gated else str(c) for c in cats],
-                  rotation=0 if len(cats) <= 7 else 30, ha="center" if len(cats) <= 7 else "right")
+    _judge_bars(ax, rates, "rate", judges, cats, styles)
+    _category_axis(fig, ax, [f"{c}\n(gated)" if c in gated else str(c) for c in cats], len(judges),
+                   "Source support (% of valid verdicts)", title or "Support by category")
     for lab, c in zip(ax.get_xticklabels(), cats):
         if c in gated:
             lab.set_color(HIGHLIGHT)
             lab.set_fontweight("bold")
     ax.set_ylim(0, 104)
-    ax.set_ylabel("Source support (% of valid verdicts)")
-    ax.set_xlabel("Category (bars: 95% persona-cluster bootstrap intervals)")
-    ax.set_title(title or "Support by category")
-    _judge_legend(fig, ax, len(judges))
     return fig
 
 
@@ -370,28 +387,15 @@ def flip_rate_by_category(flips: pd.DataFrame, title: str | None = None,
     styles = {**judge_styles(judges), **(styles or {})}
     if "all" in cats:
         cats = ["all"] + [c for c in cats if c != "all"]
-    width = 0.8 / len(judges)
-    x = np.arange(len(cats))
-    for j, judge in enumerate(judges):
-        sub = flips[flips["judge"] == judge].set_index("category").reindex(cats)
-        rate = _pct(sub["flip_rate"])
-        xs = x - 0.4 + width * (j + 0.5)
-        ax.bar(xs, rate, width * 0.92, color=styles[judge][0],
-               hatch=styles[judge][1], edgecolor="white", linewidth=0.4, label=str(judge),
-               yerr=_yerr(rate, _pct(sub["lo"]), _pct(sub["hi"])),
-               error_kw={"elinewidth": 0.9, "capsize": 2, "ecolor": "#222222"})
+    for judge, xs, rate in _judge_bars(ax, flips, "flip_rate", judges, cats, styles):
         # a measured zero has no bar: say "0" so it is not mistaken for "not measured"
         for xi in xs[rate == 0]:
             ax.text(xi, 0, "0", ha="center", va="bottom", fontsize=6.5, color=styles[judge][0], fontweight="bold")
     ax.axvline(0.5, color="#BBBBBB", linewidth=0.6) if "all" in cats and len(cats) > 1 else None
-    ax.set_xticks(x, ["all categories" if c == "all" else str(c) for c in cats],
-                  rotation=0 if len(cats) <= 7 else 30, ha="center" if len(cats) <= 7 else "right")
+    _category_axis(fig, ax, ["all categories" if c == "all" else str(c) for c in cats], len(judges),
+                   "Flip rate (% of replicate pairs that differ)", title or "Judge re-score noise by category")
     top = np.nanmax(np.concatenate([_pct(flips["hi"]), _pct(flips["flip_rate"])]))
     ax.set_ylim(0, max(1.0, float(top) * 1.15) if np.isfinite(top) else 1.0)
-    ax.set_ylabel("Flip rate (% of replicate pairs that differ)")
-    ax.set_xlabel("Category (bars: 95% persona-cluster bootstrap intervals)")
-    ax.set_title(title or "Judge re-score noise by category")
-    _judge_legend(fig, ax, len(judges))
     return fig
 
 
