@@ -7,9 +7,10 @@ are transient (`is_retryable`) and what delay the server asked for (`retry_after
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Awaitable, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -123,6 +124,37 @@ def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
         return call.schema.model_validate_json(text).model_dump()
     except ValueError:  # pydantic.ValidationError and JSON errors alike
         return None
+
+
+# Statuses worth asking again (with 5xx): timeout, conflict, rate limit. 400/401/403/404 are not.
+TRANSIENT_STATUSES = frozenset({408, 409, 429})
+
+
+def is_transient_status(code: int | None) -> bool:
+    return code is not None and (code in TRANSIENT_STATUSES or code >= 500)
+
+
+class LoopBoundClient:
+    """One SDK client per event loop. httpx2 connection pools belong to the loop that made
+    them: a second asyncio.run() (the Python API called twice) needs a fresh client, and a
+    client whose loop is gone cannot be closed cleanly (its sockets went with that loop)."""
+
+    def __init__(self, make: Callable[[], Any], close: Callable[[Any], Awaitable[None]]):
+        self._make, self._close = make, close
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = self._make(), loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, loop = self._client, self._loop
+        self._client = self._loop = None
+        if client is not None and loop is asyncio.get_running_loop():
+            await self._close(client)
 
 
 # "stop" is the only reason whose text may become a label.

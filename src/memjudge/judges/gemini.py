@@ -17,11 +17,12 @@ from google import genai
 from google.genai import errors, types
 
 from memjudge.errors import UsageError
-from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usage, parse_answer
+from memjudge.judges.base import (
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, parse_answer,
+)
 from memjudge.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"thinking_level"})
 
@@ -59,25 +60,21 @@ class GeminiJudge(Judge):
                 raise UsageError(f"{config.spec}: set GEMINI_API_KEY (or GOOGLE_API_KEY) to use Gemini")
             # A Gemini-compatible endpoint that needs no key; the SDK insists on one.
             self._api_key = "EMPTY"
-        self._client: genai.Client | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client = LoopBoundClient(self._new_client, lambda c: c.aio.aclose())
+
+    def _new_client(self) -> genai.Client:
+        return genai.Client(
+            api_key=self._api_key,
+            http_options=types.HttpOptions(
+                base_url=self.config.base_url,
+                api_version="v1beta",
+                timeout=int(self.config.timeout_s * 1000),
+                retry_options=types.HttpRetryOptions(attempts=1),
+            ),
+        )
 
     def _aio(self):
-        # httpx2 connection pools belong to one event loop: a second asyncio.run() (the
-        # Python API called twice) needs a fresh client.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = genai.Client(
-                api_key=self._api_key,
-                http_options=types.HttpOptions(
-                    base_url=self.config.base_url,
-                    api_version="v1beta",
-                    timeout=int(self.config.timeout_s * 1000),
-                    retry_options=types.HttpRetryOptions(attempts=1),
-                ),
-            )
-            self._loop = loop
-        return self._client.aio
+        return self._client.get().aio
 
     def request_config(self, call: JudgeCall) -> types.GenerateContentConfig:
         cfg = self.config
@@ -138,8 +135,7 @@ class GeminiJudge(Judge):
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.APIError):
-            code = exc.code or 0
-            return code in RETRYABLE_STATUSES or code >= 500
+            return is_transient_status(exc.code)
         # google-genai lets timeouts, refused and dropped connections through unwrapped.
         return isinstance(exc, (httpx2.TransportError, asyncio.TimeoutError))
 
@@ -157,9 +153,4 @@ class GeminiJudge(Judge):
         return delay_from_headers(getattr(response, "headers", None))
 
     async def aclose(self) -> None:
-        client, loop = self._client, self._loop
-        self._client = self._loop = None
-        # A client from an event loop that is gone cannot be closed cleanly; its sockets
-        # went with that loop.
-        if client is not None and loop is asyncio.get_running_loop():
-            await client.aio.aclose()
+        await self._client.aclose()

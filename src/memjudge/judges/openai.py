@@ -21,12 +21,13 @@ from openai.lib._parsing import type_to_response_format_param
 from openai.types.chat import ChatCompletion
 
 from memjudge.errors import UsageError
-from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usage, parse_answer
+from memjudge.judges.base import (
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, parse_answer,
+)
 from memjudge.retry import delay_from_headers
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
-RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"reasoning_effort"})
 
@@ -52,22 +53,17 @@ class OpenAIJudge(Judge):
                                  "(or --base-url for an OpenAI-compatible server)")
             # Compatible servers (vLLM, Ollama, llama.cpp) accept any key; the SDK needs one.
             self._api_key = "EMPTY"
-        self._client: openai.AsyncOpenAI | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client = LoopBoundClient(
+            lambda: openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0,
+                                       timeout=self.config.timeout_s),
+            lambda c: c.close(),
+        )
 
     def identity(self) -> dict[str, Any]:
         return {**super().identity(), "base_url": self.base_url}
 
     def _aio(self) -> openai.AsyncOpenAI:
-        # httpx2 connection pools belong to one event loop: a second asyncio.run() (the
-        # Python API called twice) needs a fresh client.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.config.timeout_s,
-            )
-            self._loop = loop
-        return self._client
+        return self._client.get()
 
     def request_params(self, call: JudgeCall) -> dict[str, Any]:
         cfg = self.config
@@ -155,7 +151,7 @@ class OpenAIJudge(Judge):
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, openai.APIStatusError):
-            return exc.status_code in RETRYABLE_STATUSES or exc.status_code >= 500
+            return is_transient_status(exc.status_code)
         # APIConnectionError covers APITimeoutError; the bare httpx2 errors should not reach
         # us, but a dropped connection is transient whoever reports it.
         return isinstance(exc, (openai.APIConnectionError, httpx2.TransportError, asyncio.TimeoutError))
@@ -166,9 +162,4 @@ class OpenAIJudge(Judge):
         return None
 
     async def aclose(self) -> None:
-        client, loop = self._client, self._loop
-        self._client = self._loop = None
-        # A client from an event loop that is gone cannot be closed cleanly; its sockets
-        # went with that loop.
-        if client is not None and loop is asyncio.get_running_loop():
-            await client.close()
+        await self._client.aclose()
