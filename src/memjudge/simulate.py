@@ -365,6 +365,11 @@ class _Persona:
             return self._assertion_text(vps[k % len(vps)], k)
         return self._assertion_text(self._render_vp(fact["slot"], fact["fields"], k), k)
 
+    def state(self, row: dict, fact: dict, text: str | None = None) -> None:
+        """Make candidate `row` a supported assertion of `fact` (worded `text`, else restated)."""
+        row.update(kind="supported", text=self.restate(fact) if text is None else text, facts=[fact["fact_id"]],
+                   evidence=fact["sentence"], stated=fact["stated"])
+
     # -- values ------------------------------------------------------------------------
     def _new_value(self) -> int | None:
         free = [i for i in range(len(lex.VALUES)) if i not in self.values_held and not self._conflicts(i)]
@@ -575,7 +580,7 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
             else:
                 v = P._new_value()
                 f = P.value_fact(v) if v is not None else mine[0]
-            r.update(kind="supported", text=P.restate(f), facts=[f["fact_id"]], evidence=f["sentence"], stated=f["stated"])
+            P.state(r, f)
         else:
             behaviours = [f for f in P.facts if "behaviour" in f]
             got = None
@@ -587,15 +592,15 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
             if got is None:  # every behaviour taken: state a value instead
                 v = P._new_value()
                 f = P.value_fact(v if v is not None else P.values_held[0])
-                r.update(kind="supported", text=P.restate(f), facts=[f["fact_id"]], evidence=f["sentence"], stated=f["stated"])
+                P.state(r, f)
                 continue
             f, v = got
-            r.update(kind="supported", text=P.value_reading(v, f), facts=[f["fact_id"]], evidence=f["sentence"], stated=f["stated"])
+            P.state(r, f, P.value_reading(v, f))
             if f["n_assertions"] == 0 and rng.random() < st["behaviour_extracted"]:
                 pool = unassigned_explicit.get(f["category"], [])
                 if pool:
                     k = pool.pop(int(rng.integers(len(pool))))
-                    rows[k].update(kind="supported", text=P.restate(f), facts=[f["fact_id"]], evidence=f["sentence"], stated=f["stated"])
+                    P.state(rows[k], f)
 
     # Supported others: implied facts are stated once (the extractor's only, unsure, reading);
     # explicit ones are sometimes restated by a second assertion.
@@ -617,7 +622,7 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
                 if f is not None:
                     r["category"] = str(alt)
                     break
-        r.update(kind="supported", text=P.restate(f), facts=[f["fact_id"]], evidence=f["sentence"], stated=f["stated"])
+        P.state(r, f)
 
     # Facts of the source that no candidate states (the extractor missed them).
     n_facts = len(P.facts)
