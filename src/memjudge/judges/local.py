@@ -101,9 +101,10 @@ def _marker_path(path: Path) -> Path:
     return path.with_name(path.name + ".verified.json")
 
 
-def _stat_key(path: Path) -> dict[str, int]:
+def _verified(path: Path, sha256: str) -> dict:
+    """What a marker records of a verified file: its hash, and the stat that must not change."""
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def verify_file(path: Path, size: int, sha256: str) -> None:
@@ -116,7 +117,7 @@ def verify_file(path: Path, size: int, sha256: str) -> None:
         raise MemjudgeError(f"{path}: model file has {actual_size:,} bytes, expected {size:,}; delete it to rebuild")
     try:
         recorded = json.loads(marker.read_text(encoding="utf-8"))
-        if recorded == {"sha256": sha256, **_stat_key(path)}:
+        if recorded == _verified(path, sha256):
             return
     except (OSError, ValueError):
         pass
@@ -124,7 +125,7 @@ def verify_file(path: Path, size: int, sha256: str) -> None:
     if digest != sha256:
         marker.unlink(missing_ok=True)
         raise MemjudgeError(f"{path}: model file sha256 is {digest[:16]}..., expected {sha256[:16]}...; delete it to rebuild")
-    marker.write_text(json.dumps({"sha256": sha256, **_stat_key(path)}), encoding="utf-8")
+    marker.write_text(json.dumps(_verified(path, sha256)), encoding="utf-8")
 
 
 def assemble(parts: list[Path], dest: Path, size: int, sha256: str) -> Path:
@@ -152,7 +153,7 @@ def assemble(parts: list[Path], dest: Path, size: int, sha256: str) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _marker_path(dest).write_text(json.dumps({"sha256": sha256, **_stat_key(dest)}), encoding="utf-8")
+    _marker_path(dest).write_text(json.dumps(_verified(dest, sha256)), encoding="utf-8")
     return dest
 
 
