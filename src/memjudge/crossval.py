@@ -70,7 +70,7 @@ import pandas as pd
 
 from memjudge.agreement import majority_votes
 from memjudge.errors import UsageError
-from memjudge.io import only_rubric, rubric_name
+from memjudge.io import json_safe, only_rubric, rubric_name
 from memjudge.policies import (
     NEG_INF, Options, choose, fit_per_category_sorted, lowest_support_category, sorted_options,
 )
@@ -521,8 +521,8 @@ class CompareResult:
             "folds": self.folds,
             "seed": self.seed,
             "write_all": {k: _num(v) for k, v in self.write_all.items()},
-            "policies": _clean(self.policies()),
-            "paired": _clean(self.paired()),
+            "policies": json_safe(self.policies()),
+            "paired": json_safe(self.paired()),
             "folds_detail": detail,
         }
 
@@ -606,7 +606,7 @@ class CompareResult:
             "fitted_on": {
                 **{k: v for k, v in p.inputs.items()}, "judge": p.judge, "replicate": p.replicate,
                 "n_candidates": p.n, "n_personas": len(p.personas), "n_valid": int(p.valid.sum()),
-                "gate_requested": self.gate, "fit_set": _clean(fs),
+                "gate_requested": self.gate, "fit_set": json_safe(fs),
                 **({"per_category_method": self.per_category_method} if kind == "per_category" else {}),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             },
@@ -628,14 +628,6 @@ def _nan(v):
 
 def _delta(a, b):
     return None if a is None or b is None else float(a - b)
-
-
-def _clean(obj):
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, float):
-        return _num(obj)
-    return obj
 
 
 def _resolve_gate(gate, categories: np.ndarray):
@@ -728,14 +720,14 @@ def sweep(prep: Prepared, gate: list[str], floor: float, *, fitted: dict | None 
     gated = np.isin(prep.categories[prep.cat], gate)
     out = {
         "judge": prep.judge, "replicate": prep.replicate, "floor": floor, "gate": list(gate),
-        "write_all": _clean(write_all or full_sample(prep)),
+        "write_all": json_safe(write_all or full_sample(prep)),
         "global": _sweep_rows(prep, np.ones(prep.n, bool)),
         "targeted": _sweep_rows(prep, gated),
         "fitted": {},
     }
     cats = prep.categories.tolist()
     for name, thr in (fitted or {}).items():
-        fs = _clean(full_sample(prep, thr))
+        fs = json_safe(full_sample(prep, thr))
         if name == "global":
             t = _num(thr[0])
         elif name == "targeted":

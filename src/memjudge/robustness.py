@@ -41,11 +41,11 @@ import pandas as pd
 
 from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
 from memjudge.crossval import (
-    Prepared, _clean, _load_candidates, _load_labels, _num, _resolve_gate, compare_prepared,
+    Prepared, _load_candidates, _load_labels, _num, _resolve_gate, compare_prepared,
     judges_in, prepare,
 )
 from memjudge.errors import UsageError
-from memjudge.io import only_rubric
+from memjudge.io import json_safe, only_rubric
 
 
 def category_rates(prep: Prepared, W: np.ndarray):
@@ -131,16 +131,14 @@ class RobustnessResult:
             units.append({
                 "judge": u.judge, "replicate": u.replicate, "n_candidates": u.prepared.n,
                 "n_valid": int(u.prepared.valid.sum()), "has_coverage": u.prepared.has_coverage,
-                "categories": [_clean({k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()})
-                               for r in u.categories.to_dict("records")],
+                "categories": json_safe(u.categories.to_dict("records")),
                 "lowest_category": u.lowest, "gated": list(u.gated), "p_gated_lowest": _num(u.p_gated_lowest),
                 "table": {k: cj[k] for k in ("write_all", "policies", "paired")},
             })
         return {
             "gate": self.gate, "floor": self.floor, "repeats": self.repeats, "folds": self.folds,
             "seed": self.seed, "B": self.B, "units": units,
-            "kendall": [_clean({k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()})
-                        for r in self.kendall.to_dict("records")],
+            "kendall": json_safe(self.kendall.to_dict("records")),
             "summary": self.summary(),
         }
 
