@@ -202,10 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
 # handlers (one per command; each imports what it needs)
 
 
-def _not_yet(name: str) -> int:
-    raise MemjudgeError(f"'memjudge {name}' is not available in this version")
-
-
 def cmd_score(args) -> int:
     from memjudge.engine import score_run
     from memjudge.io import dumps
@@ -300,17 +296,15 @@ def cmd_compare(args) -> int:
     from pathlib import Path
 
     from memjudge.crossval import compare
-    from memjudge.io import dumps, write_json
+    from memjudge.io import write_json
 
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
         per_category=args.per_category_method,
     )
-    out = res.to_json()
     if args.out:
         run = Path(args.out)
-        write_json(run / "compare.json", out)
         write_json(run / "compare_inputs.json", {
             "candidates": str(Path(args.candidates).resolve()),
             "labels": [str(Path(p).resolve()) for p in args.labels],
@@ -321,15 +315,12 @@ def cmd_compare(args) -> int:
         write_json(run / "calibration.json", res.calibration(seed=args.seed))
     if args.export_policy:
         res.export_policy(args.export_policy, args.policy)
-    if args.json:
-        print(dumps(out))
-    else:
-        print(res.render())
-        if args.out:
-            print(f"\nwrote compare.json, sweep.json, calibration.json to {args.out}")
-        if args.export_policy:
-            print(f"wrote the {args.policy} policy (fitted on all personas) to {args.export_policy}")
-    return 0
+    text = res.render()
+    if args.out:
+        text += f"\n\nwrote compare.json, sweep.json, calibration.json to {args.out}"
+    if args.export_policy:
+        text += f"\nwrote the {args.policy} policy (fitted on all personas) to {args.export_policy}"
+    return _emit_analysis(args, res.to_json(), text, "compare.json")
 
 
 def cmd_robustness(args) -> int:
