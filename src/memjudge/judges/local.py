@@ -174,10 +174,15 @@ def _part_paths(weights: PackagedWeights) -> list[Path]:
     return paths
 
 
+def assembled_path(weights: PackagedWeights, cache_dir: Path | None = None) -> Path:
+    """Where the joined GGUF file of packaged weights lives."""
+    return Path(cache_dir or cache_root()) / "models" / weights.filename
+
+
 def packaged_model_path(name: str = DEFAULT_MODEL, cache_dir: Path | None = None) -> Path:
     """Path of the verified GGUF file of a packaged model, assembling it on first use."""
     weights = PACKAGED[name]
-    dest = Path(cache_dir or cache_root()) / "models" / weights.filename
+    dest = assembled_path(weights, cache_dir)
     if dest.exists():
         try:
             verify_file(dest, weights.size, weights.sha256)
@@ -386,9 +391,8 @@ class LocalJudge(Judge):
         if importlib.util.find_spec("llama_cpp") is None:
             raise UsageError(f"{self.spec}: the local judge needs llama-cpp-python: {INSTALL_HINT}")
         if self.packaged is not None:
-            assembled = cache_root() / "models" / self.packaged.filename
             missing = [p for p in self.packaged.packages if importlib.util.find_spec(p) is None]
-            if missing and not assembled.is_file():
+            if missing and not assembled_path(self.packaged).is_file():
                 raise UsageError(
                     f"{self.spec}: the model weights are not installed ({len(missing)} of "
                     f"{len(self.packaged.packages)} packages missing, e.g. {missing[0]}): {INSTALL_HINT}"
