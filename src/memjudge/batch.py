@@ -221,6 +221,13 @@ def _error_text(prefix: str, code, message) -> str:
     return f"{prefix}: {code}: {msg}" if code is not None else f"{prefix}: {msg}"
 
 
+def _failed_line(code, message) -> LineResult:
+    """A request the provider answered with an error: "failed" (a new job may cure it) for
+    5xx, the codes in _RETRYABLE_CODES or no numeric code; "final" otherwise."""
+    retryable = not isinstance(code, int) or code in _RETRYABLE_CODES or code >= 500
+    return LineResult("failed" if retryable else "final", error=_error_text("batch request failed", code, message))
+
+
 class _OpenAIBatches:
     provider = "openai"
     _TERMINAL = {"completed": "completed", "failed": "failed", "expired": "expired", "cancelled": "cancelled"}
@@ -313,8 +320,7 @@ class _OpenAIBatches:
             body = response.get("body") if isinstance(response, dict) else None
             err = body.get("error") if isinstance(body, dict) else None
             code, message = status, (err or {}).get("message") if isinstance(err, dict) else body
-        retryable = not isinstance(code, int) or code in _RETRYABLE_CODES or code >= 500
-        out[key] = LineResult("failed" if retryable else "final", error=_error_text("batch request failed", code, message))
+        out[key] = _failed_line(code, message)
 
 
 class _GeminiBatches:
@@ -401,9 +407,7 @@ class _GeminiBatches:
             if key not in calls:
                 continue
             if r.error is not None:
-                code = r.error.code
-                retryable = code is None or code in _RETRYABLE_CODES or code >= 500
-                out[key] = LineResult("failed" if retryable else "final", error=_error_text("batch request failed", code, r.error.message))
+                out[key] = _failed_line(r.error.code, r.error.message)
             elif r.response is not None:
                 out[key] = LineResult("answer", self.judge.to_answer(r.response, calls[key]))
         return out
@@ -428,8 +432,7 @@ class _GeminiBatches:
             return
         code = error.get("code") if isinstance(error, dict) else None
         message = error.get("message") if isinstance(error, dict) else error
-        retryable = not isinstance(code, int) or code in _RETRYABLE_CODES or code >= 500
-        out[key] = LineResult("failed" if retryable else "final", error=_error_text("batch request failed", code, message))
+        out[key] = _failed_line(code, message)
 
 
 def adapter_for(judge: Judge):
