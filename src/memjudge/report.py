@@ -33,6 +33,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
+from memjudge.io import decode_file
 
 FORMATS = ("md", "html")
 
@@ -123,9 +124,7 @@ def _simulated_marker(path: Path) -> bool:
 
 def _read_json(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(path, "not valid UTF-8") from None
+        text = decode_file(path)  # empty or not UTF-8 -> InputError, as for every other input
     except OSError as e:
         raise InputError(path, f"cannot read ({e.strerror})") from None
     if not text.strip():
