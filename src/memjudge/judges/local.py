@@ -458,12 +458,11 @@ class LocalJudge(Judge):
         else:
             supported = log_odds >= self.threshold
             rationale = f"log-odds {log_odds:.3f} vs threshold {self.threshold:.3f}"
-        verdict = "supported" if supported else "unsupported"
-        text = json.dumps({"verdict": verdict, "evidence": "", "rationale": rationale})
+        obj = {"verdict": "supported" if supported else "unsupported", "evidence": "", "rationale": rationale}
         usage = Usage(input_tokens=score.prompt_tokens, output_tokens=0, cached_tokens=score.reused_tokens)
         return JudgeAnswer(
-            text=text, finish_reason="stop", usage=usage, model_version=self.model_version,
-            judge_score=log_odds, parsed={"verdict": verdict, "evidence": "", "rationale": rationale},
+            text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
+            judge_score=log_odds, parsed=obj,
             raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported},
         )
 
