@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import UsageError
+from memjudge.gate import FORMAT as POLICY_FORMAT, SUPPORTED_VERSIONS
 
-POLICY_FORMAT = "memjudge.retention-policy"
-POLICY_VERSION = 1
+POLICY_VERSION = SUPPORTED_VERSIONS[-1]  # written files are the newest version the gate reads
 NEG_INF = float("-inf")
 PER_CATEGORY_METHODS = ("greedy", "exact")
 
