@@ -125,11 +125,15 @@ class _Truth:
             for pid, fid, text in zip(facts["persona_id"], facts["fact_id"], facts["text"]):
                 self.facts.setdefault(pid, []).append((fid, text))
 
+    @staticmethod
+    def file(where) -> Path:
+        """The truth file named by the `truth` option: truth.jsonl itself or its folder."""
+        path = Path(where)
+        return path / "truth.jsonl" if path.is_dir() else path
+
     @classmethod
     def load(cls, where) -> "_Truth":
-        path = Path(where)
-        if path.is_dir():
-            path = path / "truth.jsonl"
+        path = cls.file(where)
         if not path.is_file():
             raise InputError(path, "no such file (the sim judge's `truth` option: truth.jsonl or the folder of memjudge simulate)")
         key = str(path.resolve())
@@ -190,8 +194,7 @@ class SimJudge(Judge):
         """The truth file's content is part of what the answers depend on: re-simulating into
         the same folder must not reuse cached answers about the old corpus."""
         ident = super().identity()
-        path = Path(self.truth_path)
-        path = path / "truth.jsonl" if path.is_dir() else path
+        path = _Truth.file(self.truth_path)
         ident["truth_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
         return ident
 
