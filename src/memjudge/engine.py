@@ -864,13 +864,11 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         labels = coverage = None
         if rub.kind == "support":
             rows = [_label_row(item, r, tasks[key], judge, rub, source_of[item["persona_id"]], extras) for key, item, r, extras in slots]
-            out_rows = rows
             labels = io.text_as_objects(_order_columns(pd.DataFrame(rows), io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS) if rows else pd.DataFrame(columns=io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS))
             verdicts = labels["verdict"].fillna("null").value_counts().to_dict()
             nrows = len(labels)
         else:
             rows = [row for key, pid, r in slots for row in _coverage_rows(pid, r, tasks[key], judge, rub, persona_facts[pid])]
-            out_rows = rows
             coverage = io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"]))
             verdicts = {}
             nrows = len(coverage)
@@ -886,7 +884,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             # New answers were appended as they came; rewrite only when the journal holds
             # lines this job did not use (damaged, other settings) or lacks cache hits.
             compact = summary.cached > 0 or journal_lines != summary.resumed
-            _write_outputs(out_dir, judge, rub, labels, coverage, out_rows, tasks if compact else None, summary, parquet=parquet, inputs=inputs,
+            _write_outputs(out_dir, judge, rub, labels, coverage, rows, tasks if compact else None, summary, parquet=parquet, inputs=inputs,
                            replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache else None, use_cache=use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if write:
