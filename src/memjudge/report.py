@@ -27,6 +27,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -100,10 +101,11 @@ class Run:
     def get(self, part: str):
         return self.data.get(part)
 
-    @property
+    @cached_property
     def simulated_truth(self) -> bool:
         """Labels from `memjudge simulate` (judge "gold") are the corpus's construction truth: the
-        run directory is the simulated corpus, or the compared labels came from one."""
+        run directory is the simulated corpus, or the compared labels came from one. Looked up
+        once: every "gold" shown anywhere in the report asks."""
         cfg = self.data.get("configuration") or {}
         if str(cfg.get("command", "")) == "simulate" or (self.data.get("simulation") or {}).get("simulated"):
             return True
