@@ -476,6 +476,7 @@ class CompareResult:
     prepared: Prepared
     policy_names: tuple = POLICY_NAMES
     per_category_method: str = "greedy"
+    _fitted: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- summaries -------------------------------------------------------------------------
     def _metric(self, policy: str, metric: str) -> np.ndarray:
@@ -564,12 +565,14 @@ class CompareResult:
         return list(self.gate)
 
     def fit_full(self) -> dict:
-        """Each policy fitted on all personas: per-category threshold arrays."""
-        p = self.prepared
-        e = _Engine(p)
-        gate_arg = "auto" if self.gate == "auto" else p.gate_codes(self.gate)
-        fitted, _ = e.fit(np.ones(p.n, bool), gate_arg, self.floor, self.policy_names, self.per_category_method)
-        return fitted
+        """Each policy fitted on all personas: per-category threshold arrays (fitted once, shared
+        by `sweep` and `export_policy`)."""
+        if self._fitted is None:
+            p = self.prepared
+            gate_arg = "auto" if self.gate == "auto" else p.gate_codes(self.gate)
+            self._fitted, _ = _Engine(p).fit(np.ones(p.n, bool), gate_arg, self.floor, self.policy_names,
+                                             self.per_category_method)
+        return self._fitted
 
     def sweep(self) -> dict:
         return sweep(self.prepared, self.full_gate(), self.floor, fitted=self.fit_full(),
