@@ -969,15 +969,15 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
 
     dpi = dpi or F.DPI
     made: dict[str, tuple[Path, str]] = {}
+    rates, flips = support_rates(run), flip_frame(run)
     # one colour and hatch per judge across every figure of the report
-    styles = F.judge_styles(list(support_rates(run)["judge"]) + list(flip_frame(run)["judge"]))
+    styles = F.judge_styles(list(rates["judge"]) + list(flips["judge"]))
 
     def save(name, fig, caption):
         path = F.save_png(fig, out_dir / FIGURE_FILES[name], dpi=dpi)
         fig.clf()
         made[name] = (path, caption)
 
-    rates = support_rates(run)
     if not rates.empty:
         gated = _gated(run)
         save("support_by_category", F.support_by_category(rates, gated, styles=styles),
@@ -1014,7 +1014,6 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
              "Support rate by confidence bin within each category"
              + (f"; {emph} emphasised with 95% intervals and counts" if emph else "")
              + "; lower panel: candidates per bin. Data: calibration.json.")
-    flips = flip_frame(run)
     if flips["flip_rate"].notna().any():
         save("flip_rate", F.flip_rate_by_category(flips, styles=styles),
              "Re-score flip rate by category with 95% persona-cluster intervals, per judge. Data: noise.json.")
