@@ -732,12 +732,18 @@ def gold_labels(truth: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def stated_by(assertion_ids, fact_ids) -> dict[str, list[str]]:
+    """Fact id → the assertions stating it, from the truth's `fact_ids` lists (None: none)."""
+    stated: dict[str, list[str]] = {}
+    for aid, fids in zip(assertion_ids, fact_ids):
+        for f in fids or []:
+            stated.setdefault(str(f), []).append(aid)
+    return stated
+
+
 def gold_coverage(facts: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     """Coverage rows with judge `gold`: each reference fact and the assertions stating it."""
-    stated: dict[str, list[str]] = {}
-    for aid, fids in zip(truth["assertion_id"], truth["fact_ids"]):
-        for f in fids:
-            stated.setdefault(f, []).append(aid)
+    stated = stated_by(truth["assertion_id"], truth["fact_ids"])
     return pd.DataFrame({
         "persona_id": facts["persona_id"], "fact_id": facts["fact_id"], "fact_text": facts["text"],
         "covered_by": [stated.get(f, []) for f in facts["fact_id"]],

@@ -101,6 +101,7 @@ class _Truth:
 
     def __init__(self, path: Path):
         from memjudge.io import read_facts, read_table
+        from memjudge.simulate import stated_by
 
         self.path = path
         df = read_table(path)
@@ -113,11 +114,9 @@ class _Truth:
         self.cue = dict(zip(df["assertion_id"].astype(str), df.get("cue", [None] * len(df))))
         self.stated = dict(zip(df["assertion_id"].astype(str), df.get("stated", [None] * len(df))))
         self.persona_assertions: dict[str, list[str]] = {}
-        self.stated_by: dict[str, list[str]] = {}
-        for aid, pid, fids in zip(df["assertion_id"].astype(str), df["persona_id"].astype(str), df.get("fact_ids", [[]] * len(df))):
+        for aid, pid in zip(df["assertion_id"].astype(str), df["persona_id"].astype(str)):
             self.persona_assertions.setdefault(pid, []).append(aid)
-            for f in fids or []:
-                self.stated_by.setdefault(str(f), []).append(aid)
+        self.stated_by = stated_by(df["assertion_id"].astype(str), df.get("fact_ids", [[]] * len(df)))
         self.facts: dict[str, list[tuple[str, str]]] = {}
         facts_path = path.with_name("facts.jsonl")
         if facts_path.is_file():
