@@ -169,7 +169,7 @@ class SimJudge(Judge):
                 if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
                     raise UsageError(f"judge {config.spec}: {k}[{cat}] must be a probability, got {p!r}")
             model[k] = {str(c): float(p) for c, p in table.items()}
-            model[k].setdefault("default", PROFILES[profile][k] if not isinstance(PROFILES[profile][k], dict) else 1.0)
+            model[k].setdefault("default", PROFILES[profile][k])
         for k in ("leniency", "strictness", "coverage_recall", "coverage_false", "flip_rate"):
             v = model[k]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
