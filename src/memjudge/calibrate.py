@@ -111,7 +111,7 @@ def best_threshold(scores, positive, target: str = "balanced_accuracy") -> tuple
     run_end = tied[0]
     while run_end + 1 < values.size and np.isclose(values[run_end + 1], best, rtol=0, atol=1e-12):
         run_end += 1
-    i = (tied[0] + run_end) // 2 if run_end > tied[0] else tied[0]
+    i = (tied[0] + run_end) // 2
     return float(thresholds[i]), float(best)
 
 
