@@ -926,9 +926,11 @@ def _robustness_tables(run: Run) -> list[Table]:
     return out
 
 
-def _calibration_table(run: Run, cat: str | None) -> Table | None:
+def _calibration_table(run: Run) -> Table | None:
+    """The emphasised (gated) category's bins, when calibration.json has it."""
     cal = calibration_frame(run)
-    if cal.empty or cat is None or cat not in set(cal["category"]):
+    cat = None if cal.empty else _emphasised(run, cal)
+    if cat is None:
         return None
     sub = cal[cal["category"] == cat].sort_values("lo", kind="stable")
     rows = [[coef(r.lo, 2) if r.lo == r.hi else f"{coef(r.lo, 2)}–{coef(r.hi, 2)}", _int(r.n),
@@ -1151,7 +1153,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         fig("support_by_category")
         blocks += _robustness_tables(run)
         fig("calibration")
-        ct = _calibration_table(run, _emphasised(run, calibration_frame(run)) if "calibration" in run.data else None)
+        ct = _calibration_table(run)
         if ct:
             blocks.append(ct)
     if run.get("noise"):
