@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memjudge.errors import InputError, MemjudgeError, UsageError
-from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, Prompt
+from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall
 
 STATE_FILE = "batches.json"
 LOCK_FILE = "batches.lock"
@@ -489,13 +489,10 @@ class _Runner:
         return [j for j in self.state.jobs if j["state"] != "done" and any(k in self.tasks for k in j["keys"])]
 
     def _call(self, key: str, reask: int, problem: str | None) -> JudgeCall:
-        from memjudge.engine import REASK_NOTE
+        from memjudge.engine import reask_call
 
         call = self.calls[key]
-        if not reask:
-            return call
-        note = REASK_NOTE.format(error=problem)
-        return dataclasses.replace(call, prompt=Prompt(system=call.prompt.system, user=f"{call.prompt.user}\n\n{note}"))
+        return reask_call(call, problem) if reask else call
 
     def _settle(self, key: str, error: str) -> None:
         task = self.tasks[key]

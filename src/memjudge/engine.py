@@ -49,6 +49,12 @@ REASK_NOTE = (
     "object that follows the format described above, and nothing else."
 )
 
+
+def reask_call(call: JudgeCall, problem: str | None) -> JudgeCall:
+    """The call asked again after an answer that did not validate (online and batch alike)."""
+    note = REASK_NOTE.format(error=problem)
+    return dataclasses.replace(call, prompt=Prompt(system=call.prompt.system, user=f"{call.prompt.user}\n\n{note}"))
+
 FINISH_ERRORS = {
     "length": "truncated: the answer hit the output token limit (max_output_tokens; thinking tokens count too)",
     "safety": "blocked by the provider's safety filter",
@@ -361,8 +367,7 @@ class _Job:
         for attempt in range(MAX_REASKS + 1):
             if attempt:
                 self.reasks += 1
-                note = REASK_NOTE.format(error=last_problem)
-                current = dataclasses.replace(call, prompt=Prompt(system=call.prompt.system, user=f"{call.prompt.user}\n\n{note}"))
+                current = reask_call(call, last_problem)
             if self.limiter is not None and self.limiter.active:
                 p = current.prompt
                 await self.limiter.acquire(estimate_tokens(p.system + p.user) + self.rubric.expected_output_tokens)
