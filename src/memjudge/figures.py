@@ -59,10 +59,10 @@ def _new_figure(size=PAPER_SIZE) -> Figure:
     return fig
 
 
-def _style(ax) -> None:
+def _style(ax, grid: str = "y") -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.grid(axis="y", color="#E5E5E5", linewidth=0.6)
+    ax.grid(axis=grid, color="#E5E5E5", linewidth=0.6)
     ax.set_axisbelow(True)
 
 
@@ -461,10 +461,7 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
     if diffs.empty:
         return _empty(fig, "no per-fold results in this run")
     ax = fig.add_subplot()
-    ax.grid(axis="x", color="#E5E5E5", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    _style(ax, grid="x")
     names = {"faithfulness": "Faithfulness", "retention": "Retention", "coverage": "Est. coverage"}
     metrics = [m for m in ("faithfulness", "retention", "coverage") if m in set(diffs["metric"])]
     metrics += [m for m in dict.fromkeys(diffs["metric"]) if m not in metrics]
