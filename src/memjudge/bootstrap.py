@@ -8,6 +8,8 @@ matrix (B × personas) with those statistics, never a loop over DataFrames.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 B_DEFAULT = 2000
@@ -33,12 +35,11 @@ def percentile_interval(samples: np.ndarray, level: float = LEVEL, axis: int = 0
     """
     a = (1.0 - level) / 2.0
     samples = np.asarray(samples, dtype=float)
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanpercentile(samples, [100 * a, 100 * (1 - a)], axis=axis)
+    # An all-NaN slice (a statistic undefined in every resample) warns and gives NaN: NaN is
+    # the intended answer there.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanpercentile(samples, [100 * a, 100 * (1 - a)], axis=axis)
 
 
 def ratio_interval(num: np.ndarray, den: np.ndarray, weights: np.ndarray, level: float = LEVEL) -> np.ndarray:
