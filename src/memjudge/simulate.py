@@ -287,7 +287,7 @@ class _Persona:
         self.rng = rng
         self.params = params
         self.name = lex.NAMES[idx % len(lex.NAMES)]
-        self.subject = lex.SUBJECTS[int(rng.integers(len(lex.SUBJECTS)))]
+        self.subject = self._pick(lex.SUBJECTS)
         self.facts: list[dict] = []        # {fact_id, category, text, sentence, stated, slot, option}
         self.sentences: list[str] = []     # source sentences (facts, cues, friends, fillers)
         self.used: dict[tuple[str, str], set[int]] = {}   # (category, slot) → options used
@@ -297,6 +297,10 @@ class _Persona:
         self.template_start: dict[tuple[str, str], int] = {}
         others = [n for n in lex.NAMES if n != self.name]
         self.friend_names = list(rng.permutation(others))
+
+    def _pick(self, seq):
+        """One element of `seq`, uniformly (one draw of the persona's generator)."""
+        return seq[int(self.rng.integers(len(seq)))]
 
     # -- choosing slot options --------------------------------------------------------
     def _free_options(self, category: str):
@@ -312,9 +316,9 @@ class _Persona:
     def _fields(self, slot: dict, i: int) -> dict:
         opt = dict(slot["options"][i])
         opt.setdefault("name", self.friend_names[0])
-        opt.setdefault("field", lex.FIELDS[int(self.rng.integers(len(lex.FIELDS)))])
-        opt.setdefault("town", lex.TOWNS[int(self.rng.integers(len(lex.TOWNS)))])
-        opt.setdefault("n", lex.NUMBERS[int(self.rng.integers(len(lex.NUMBERS)))])
+        opt.setdefault("field", self._pick(lex.FIELDS))
+        opt.setdefault("town", self._pick(lex.TOWNS))
+        opt.setdefault("n", self._pick(lex.NUMBERS))
         # An option's own phrases may hold placeholders ("is married to {name}").
         return {k: v.format(**opt) if isinstance(v, str) and "{" in v else v for k, v in opt.items()}
 
@@ -335,7 +339,7 @@ class _Persona:
             free = with_cue or free
         if not free:
             return None
-        slot, i = free[int(self.rng.integers(len(free)))]
+        slot, i = self._pick(free)
         self.used.setdefault((category, slot["name"]), set()).add(i)
         fields = self._fields(slot, i)
         if implied and "cue" in fields:
@@ -375,7 +379,7 @@ class _Persona:
         free = [i for i in range(len(lex.VALUES)) if i not in self.values_held and not self._conflicts(i)]
         if not free:
             return None
-        v = free[int(self.rng.integers(len(free)))]
+        v = self._pick(free)
         self.values_held.append(v)
         return v
 
@@ -390,7 +394,7 @@ class _Persona:
             if f.get("value") == v and f["category"] == VALUES:
                 return f
         val = lex.VALUES[v]
-        sentence = val["first"][int(self.rng.integers(len(val["first"])))]
+        sentence = self._pick(val["first"])
         return self._add_fact(category=VALUES, text=_cap(val["vp"]) + ".", sentence=sentence, stated="explicit",
                               value=v, vp=[val["vp"], *val["para"]])
 
@@ -414,10 +418,10 @@ class _Persona:
     def value_reading(self, v: int, behaviour: dict) -> str:
         """A value read from a behaviour the source states: supported, and it states the behaviour."""
         val = lex.VALUES[v]
-        phrase = [val["vp"], *val["para"]][int(self.rng.integers(1 + len(val["para"])))]
+        phrase = self._pick([val["vp"], *val["para"]])
         b = behaviour["vp"][0]
         forms = [f"{phrase}, as they {_plural_vp(b)}", f"{phrase} (they {_plural_vp(b)})", f"{phrase}: {b}"]
-        return self._assertion_text(forms[int(self.rng.integers(len(forms)))])
+        return self._assertion_text(self._pick(forms))
 
     # -- unsupported -----------------------------------------------------------------
     def fabrication(self, category: str) -> str:
@@ -425,7 +429,7 @@ class _Persona:
             v = self._unheld_value()
             return self._assertion_text(lex.VALUES[v]["vp"] if v is not None else "values honesty above all")
         free = self._free_options(category)
-        slot, i = free[int(self.rng.integers(len(free)))]
+        slot, i = self._pick(free)
         self.used.setdefault((category, slot["name"]), set()).add(i)  # never later stated as true
         return self._assertion_text(self._render_vp(slot, self._fields(slot, i)))
 
@@ -433,18 +437,18 @@ class _Persona:
         if category == VALUES:
             held = [f for f in self.facts if f["category"] == VALUES]
             if held:
-                f = held[int(self.rng.integers(len(held)))]
+                f = self._pick(held)
                 return self._assertion_text(_negate_vp(f["vp"][0])), f["fact_id"]
             return self.fabrication(category), None
         mine = [f for f in self.facts if f["category"] == category and "slot" in f]
         if not mine:
             return self.fabrication(category), None
-        f = mine[int(self.rng.integers(len(mine)))]
+        f = self._pick(mine)
         slot = f["slot"]
         if slot["single"]:
             alts = [i for i in range(len(slot["options"])) if i != f["option"]]
             if alts:
-                i = alts[int(self.rng.integers(len(alts)))]
+                i = self._pick(alts)
                 fields = self._fields(slot, i)
                 return self._assertion_text(self._render_vp(slot, fields)), f["fact_id"]
         neg = slot.get("neg")
@@ -455,14 +459,14 @@ class _Persona:
     def wrong_person(self, category: str) -> tuple[str, str]:
         # A relative's family is the user's family too: family traits go to friends only.
         relations = lex.FRIENDS if category == "family" else lex.RELATIONS
-        who = f"my {relations[int(self.rng.integers(len(relations)))]} {self.friend_names[1 + len(self.sentences) % (len(self.friend_names) - 1)]}"
+        who = f"my {self._pick(relations)} {self.friend_names[1 + len(self.sentences) % (len(self.friend_names) - 1)]}"
         if category == VALUES:
             v = self._unheld_value()
             vp = lex.VALUES[v]["vp"] if v is not None else "values honesty above all"
             sentence = _cap(f"{who} {vp}, and it shows in everything they do.")
         else:
             free = self._free_options(category)
-            slot, i = free[int(self.rng.integers(len(free)))]
+            slot, i = self._pick(free)
             self.used.setdefault((category, slot["name"]), set()).add(i)
             vp = self._render_vp(slot, self._fields(slot, i))
             sentence = _cap(f"{who} {vp}.")
@@ -474,17 +478,17 @@ class _Persona:
         if v is None:
             v = 0
         val = lex.VALUES[v]
-        cue = val["weak"][int(self.rng.integers(len(val["weak"])))]
+        cue = self._pick(val["weak"])
         if cue not in self.sentences:
             self.sentences.append(cue)
-        phrase = [val["vp"], *val["para"]][int(self.rng.integers(1 + len(val["para"])))]
+        phrase = self._pick([val["vp"], *val["para"]])
         return self._assertion_text(phrase), cue
 
     def _unheld_value(self) -> int | None:
         free = [i for i in range(len(lex.VALUES)) if i not in self.values_held]
         if not free:
             return None
-        v = free[int(self.rng.integers(len(free)))]
+        v = self._pick(free)
         # An over-inferred or fabricated value must stay false: never held later either.
         self.values_held.append(v)
         self.values_held_false.add(v)
@@ -506,9 +510,9 @@ class _Persona:
         out = []
         for style, piece in zip(styles, pieces):
             st = lex.STYLES[style]
-            fill = dict(name=self.name, friend=self.friend_names[-1], day=lex.DAYS[int(rng.integers(len(lex.DAYS)))])
-            opener = st["open"][int(rng.integers(len(st["open"])))].format(**fill)
-            closer = st["close"][int(rng.integers(len(st["close"])))]
+            fill = dict(name=self.name, friend=self.friend_names[-1], day=self._pick(lex.DAYS))
+            opener = self._pick(st["open"]).format(**fill)
+            closer = self._pick(st["close"])
             body = " ".join(piece)
             out.append(" ".join(x for x in (opener, body, closer) if x))
         return "\n\n".join(out)
@@ -576,7 +580,7 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
         if rng.random() < st["values_statement_share"]:
             mine = [f for f in P.facts if f["category"] == VALUES]
             if mine and rng.random() < st["values_duplicate"]:
-                f = mine[int(rng.integers(len(mine)))]
+                f = P._pick(mine)
             else:
                 v = P._new_value()
                 f = P.value_fact(v) if v is not None else mine[0]
@@ -585,7 +589,7 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
             behaviours = [f for f in P.facts if "behaviour" in f]
             got = None
             if behaviours and rng.random() < st["values_duplicate"]:
-                f = behaviours[int(rng.integers(len(behaviours)))]
+                f = P._pick(behaviours)
                 got = (f, f["behaviour"][0])
             if got is None:
                 got = P.behaviour_fact()
@@ -613,7 +617,7 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
         if not r["implied"]:
             mine = [f for f in P.facts if f["category"] == cat and f["stated"] == "explicit" and f["n_assertions"] > 0 and "slot" in f]
             if mine and rng.random() < st["explicit_duplicate"]:
-                f = mine[int(rng.integers(len(mine)))]
+                f = P._pick(mine)
         if f is None:
             f = P.new_fact(cat, implied=r["implied"])
         if f is None:  # this category's bank is used up for the persona: take any other
@@ -635,7 +639,7 @@ def _build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) -
             if v is not None:
                 P.value_fact(v)
                 continue
-        P.new_fact(cats[int(rng.integers(len(cats)))], implied=bool(rng.random() < st["implied_share"]))
+        P.new_fact(P._pick(cats), implied=bool(rng.random() < st["implied_share"]))
 
     # Unsupported candidates, by kind.
     for j in order:
