@@ -238,6 +238,12 @@ def _first(d: dict, keys: Iterable[str], default=None):
     return default
 
 
+def _stat(entry, key: str = "mean") -> float | None:
+    """One number of a {mean, sd, lo, hi, ...} entry (a policy's metric, a paired difference);
+    None when the entry is not an object or the number is missing."""
+    return num(entry.get(key)) if isinstance(entry, dict) else None
+
+
 def _records(obj, key: str) -> list[dict]:
     """A list of objects, or an object keyed by `key`'s value, as a list of dicts with `key`."""
     if isinstance(obj, list):
@@ -357,8 +363,7 @@ def policy_points(run: Run) -> pd.DataFrame:
                 continue
             row = {"label": f"{_POLICY_NAMES.get(name, name)} (held-out mean ± SD)", "policy": name, "kind": "heldout"}
             for m in ("faithfulness", "retention", "coverage"):
-                row[m] = num((pol.get(m) or {}).get("mean")) if isinstance(pol.get(m), dict) else None
-                row[f"{m}_sd"] = num((pol.get(m) or {}).get("sd")) if isinstance(pol.get(m), dict) else None
+                row[m], row[f"{m}_sd"] = _stat(pol.get(m)), _stat(pol.get(m), "sd")
             rows.append(row)
     else:
         fitted = (run.get("sweep") or {}).get("fitted") or {}
@@ -483,7 +488,7 @@ def coef_ci(x, ci) -> str:
 
 def paired_ci(p) -> str:
     """A paired difference {mean, lo, hi} in signed points, its interval in brackets."""
-    if not isinstance(p, dict) or num(p.get("mean")) is None:
+    if _stat(p) is None:
         return "n/a"
     return _with_ci(pts, p["mean"], (p.get("lo"), p.get("hi")))
 
@@ -610,9 +615,9 @@ def findings(run: Run) -> list[str]:
         parts = []
         for m in ("faithfulness", "coverage", "retention"):
             p = paired.get(m)
-            if not isinstance(p, dict) or num(p.get("mean")) is None:
+            mean = _stat(p)
+            if mean is None:
                 continue
-            mean = num(p["mean"])
             # the sentence speaks at the table's precision: a difference that rounds to 0.00 points is "equal"
             d = _direction(round(100 * mean, 2))
             amount = f"{abs(100 * mean):.2f} points" if d != "equal" else ""
@@ -630,8 +635,7 @@ def findings(run: Run) -> list[str]:
             else:
                 parts.append(f"{d} on {_METRIC_NAMES[m]} by {amount}{ci}")
         if parts:
-            tf = num((pols["targeted"].get("faithfulness") or {}).get("mean"))
-            gf = num((pols["global"].get("faithfulness") or {}).get("mean"))
+            tf, gf = _stat(pols["targeted"].get("faithfulness")), _stat(pols["global"].get("faithfulness"))
             out.append(f"On held-out personas ({_config_line(cmp_, run)}), the targeted policy reaches {pct(tf)}% "
                        f"faithfulness against {pct(gf)}% for the global threshold. Targeted minus global: "
                        + "; ".join(parts) + ".")
@@ -692,15 +696,11 @@ def unit_holds(unit: dict) -> dict[str, bool | None]:
     pols = t.get("policies") or {}
     out: dict[str, bool | None] = {}
     for m in ("faithfulness", "coverage"):
-        tm = (pols.get("targeted") or {}).get(m)
-        gm = (pols.get("global") or {}).get(m)
-        tv = num(tm.get("mean")) if isinstance(tm, dict) else None
-        gv = num(gm.get("mean")) if isinstance(gm, dict) else None
+        tv, gv = _stat((pols.get("targeted") or {}).get(m)), _stat((pols.get("global") or {}).get(m))
         if tv is not None and gv is not None:
             out[m] = tv >= gv
         else:
-            p = (t.get("paired") or {}).get(m)
-            v = num(p.get("mean")) if isinstance(p, dict) else None
+            v = _stat((t.get("paired") or {}).get(m))
             out[m] = None if v is None else v >= 0
     return out
 
@@ -766,11 +766,8 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
     gate_s = ", ".join(map(str, gate)) if isinstance(gate, list) else (str(gate) if gate else "")
 
     def ms(pol, m):
-        d = pol.get(m)
-        if not isinstance(d, dict):
-            return "n/a"
-        s = pct(d.get("mean"))
-        return s + (f" ± {pct(d['sd'])}" if num(d.get("sd")) is not None else "")
+        sd = _stat(pol.get(m), "sd")
+        return pct(_stat(pol.get(m))) + (f" ± {pct(sd)}" if sd is not None else "")
 
     for name in [n for n in ("global", "targeted", "per_category") if n in pols] + \
                 [n for n in pols if n not in ("write_all", "global", "targeted", "per_category")]:
@@ -894,8 +891,7 @@ def _robustness_tables(run: Run) -> list[Table]:
         pols, paired = t.get("policies") or {}, t.get("paired") or {}
 
         def mean(pol, m="faithfulness"):
-            d = (pols.get(pol) or {}).get(m)
-            return pct(d.get("mean")) if isinstance(d, dict) else "n/a"
+            return pct(_stat((pols.get(pol) or {}).get(m)))
 
         h = unit_holds(u)
         jrows.append([u["label"], low_s, ", ".join(u["gated"] or []) or "n/a", coef(u["p_gated_lowest"]),
