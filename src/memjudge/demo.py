@@ -128,8 +128,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     sims = []
     for name in SIM_JUDGES:
         sim = make_judge(f"sim:{name}", options={"truth": str(corpus_dir), "seed": seed})
-        sim_labels = sim.labels(corpus.candidates, replicates=REPLICATES)
-        sims.append(sim_labels.assign(judge_score=pd.to_numeric(sim_labels["judge_score"], errors="coerce")))
+        sims.append(sim.labels(corpus.candidates, replicates=REPLICATES))
     from memjudge.io import LABEL_COLUMNS
 
     local_labels = local_labels.assign(simulated=False)
