@@ -37,6 +37,12 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
 
 
+def canonical_json(obj: Any, *, allow_nan: bool = True) -> str:
+    """The one canonical JSON text of memjudge's keys and identities (sorted keys, no spaces):
+    hashing anything else would make equal inputs look different."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan)
+
+
 def cache_key(judge_identity: dict[str, Any], rubric_identity: dict[str, Any], prompt: Prompt, replicate: int) -> str:
     """sha256 of canonical JSON of the answer's inputs (see the module docstring)."""
     payload = {
@@ -46,7 +52,7 @@ def cache_key(judge_identity: dict[str, Any], rubric_identity: dict[str, Any], p
         "prompt": {"system": prompt.system, "user": prompt.user},
         "replicate": int(replicate),
     }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = canonical_json(payload)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -88,7 +94,7 @@ class AnswerCache:
         return out
 
     def set(self, key: str, record: dict) -> None:
-        text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = canonical_json(record, allow_nan=False)
         if not self._cache.set(key, text):
             raise OSError(f"cache write failed for {key} in {self.directory}")
 

@@ -24,6 +24,7 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
 
+from memjudge.cache import canonical_json
 from memjudge.errors import InputError, UsageError
 from memjudge.judges.base import Prompt
 
@@ -119,10 +120,6 @@ def model_from_schema(name: str, schema: dict, where: str = "schema") -> type[Ba
 
 # ---------------------------------------------------------------------------------------
 # the rubric
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True)
