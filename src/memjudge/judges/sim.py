@@ -108,15 +108,16 @@ class _Truth:
         for col in ("assertion_id", "persona_id", "kind"):
             if col not in df.columns:
                 raise InputError(path, f"missing required column {col!r} (is this a truth.jsonl from memjudge simulate?)")
-        self.kind = dict(zip(df["assertion_id"].astype(str), df["kind"]))
-        self.category = dict(zip(df["assertion_id"].astype(str), df.get("category", [None] * len(df))))
-        self.evidence = dict(zip(df["assertion_id"].astype(str), df.get("evidence", [""] * len(df))))
-        self.cue = dict(zip(df["assertion_id"].astype(str), df.get("cue", [None] * len(df))))
-        self.stated = dict(zip(df["assertion_id"].astype(str), df.get("stated", [None] * len(df))))
+        ids = df["assertion_id"].astype(str).tolist()
+        self.kind = dict(zip(ids, df["kind"]))
+        self.category = dict(zip(ids, df.get("category", [None] * len(df))))
+        self.evidence = dict(zip(ids, df.get("evidence", [""] * len(df))))
+        self.cue = dict(zip(ids, df.get("cue", [None] * len(df))))
+        self.stated = dict(zip(ids, df.get("stated", [None] * len(df))))
         self.persona_assertions: dict[str, list[str]] = {}
-        for aid, pid in zip(df["assertion_id"].astype(str), df["persona_id"].astype(str)):
+        for aid, pid in zip(ids, df["persona_id"].astype(str)):
             self.persona_assertions.setdefault(pid, []).append(aid)
-        self.stated_by = stated_by(df["assertion_id"].astype(str), df.get("fact_ids", [[]] * len(df)))
+        self.stated_by = stated_by(ids, df.get("fact_ids", [[]] * len(df)))
         self.facts: dict[str, list[tuple[str, str]]] = {}
         facts_path = path.with_name("facts.jsonl")
         if facts_path.is_file():
