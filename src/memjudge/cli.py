@@ -257,11 +257,12 @@ def cmd_cache(args) -> int:
     return 0
 
 
-def _emit_analysis(args, data: dict, text: str, filename: str, notes=()) -> int:
-    """Shared tail of analysis commands: RUN_DIR/filename for `report`, JSON or a table on stdout."""
+def _emit_analysis(args, data: dict, text: str, filename: str | None, notes=()) -> int:
+    """Shared tail of analysis commands: RUN_DIR/filename for `report` (None: the command wrote
+    its files itself), JSON or a table on stdout."""
     from memjudge.io import dumps, write_json
 
-    if getattr(args, "out", None):
+    if filename and getattr(args, "out", None):
         from pathlib import Path
 
         write_json(Path(args.out) / filename, data)
@@ -293,10 +294,7 @@ def cmd_agreement(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from pathlib import Path
-
     from memjudge.crossval import compare
-    from memjudge.io import write_json
 
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
@@ -304,15 +302,7 @@ def cmd_compare(args) -> int:
         per_category=args.per_category_method,
     )
     if args.out:
-        run = Path(args.out)
-        write_json(run / "compare_inputs.json", {
-            "candidates": str(Path(args.candidates).resolve()),
-            "labels": [str(Path(p).resolve()) for p in args.labels],
-            "coverage": str(Path(args.coverage).resolve()) if args.coverage else None,
-            "judge": res.judge, "replicate": res.replicate, "per_category_method": res.per_category_method,
-        })
-        write_json(run / "sweep.json", res.sweep())
-        write_json(run / "calibration.json", res.calibration(seed=args.seed))
+        res.write_run(args.out, candidates=args.candidates, labels=args.labels, coverage=args.coverage, seed=args.seed)
     if args.export_policy:
         res.export_policy(args.export_policy, args.policy)
     text = res.render()
@@ -320,7 +310,7 @@ def cmd_compare(args) -> int:
         text += f"\n\nwrote compare.json, sweep.json, calibration.json to {args.out}"
     if args.export_policy:
         text += f"\nwrote the {args.policy} policy (fitted on all personas) to {args.export_policy}"
-    return _emit_analysis(args, res.to_json(), text, "compare.json")
+    return _emit_analysis(args, res.to_json(), text, None)  # write_run wrote compare.json
 
 
 def cmd_robustness(args) -> int:

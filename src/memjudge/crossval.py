@@ -581,6 +581,22 @@ class CompareResult:
     def calibration(self, B: int = 2000, seed: int = 0) -> dict:
         return calibration(self.prepared, B=B, seed=seed)
 
+    def write_run(self, run_dir, *, candidates, labels, coverage=None, seed: int = 0) -> None:
+        """Everything `memjudge report` reads about this comparison, into RUN_DIR: the fixed-key
+        compare.json, the inputs' paths, the full-sample sweep and the calibration table."""
+        from memjudge.io import write_json
+
+        run = Path(run_dir)
+        write_json(run / "compare.json", self.to_json())
+        write_json(run / "compare_inputs.json", {
+            "candidates": str(Path(candidates).resolve()),
+            "labels": [str(Path(p).resolve()) for p in labels],
+            "coverage": str(Path(coverage).resolve()) if coverage else None,
+            "judge": self.judge, "replicate": self.replicate, "per_category_method": self.per_category_method,
+        })
+        write_json(run / "sweep.json", self.sweep())
+        write_json(run / "calibration.json", self.calibration(seed=seed))
+
     def export_policy(self, path, kind: str = "targeted") -> dict:
         """Fit `kind` on all personas (same floor and gate) and write the gate's JSON."""
         from memjudge.io import write_json

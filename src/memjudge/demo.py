@@ -158,14 +158,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     t = time.perf_counter()
     labels_path = out / "labels.jsonl"
     cmp = compare(paths["candidates"], [str(labels_path)], paths["coverage"], judge=LOCAL_JUDGE, folds=folds, seed=seed)
-    write_json(out / "compare.json", cmp.to_json())
-    write_json(out / "compare_inputs.json", {
-        "candidates": str(Path(paths["candidates"]).resolve()), "labels": [str(labels_path.resolve())],
-        "coverage": str(Path(paths["coverage"]).resolve()), "judge": cmp.judge, "replicate": cmp.replicate,
-        "per_category_method": cmp.per_category_method,
-    })
-    write_json(out / "sweep.json", cmp.sweep())
-    write_json(out / "calibration.json", cmp.calibration(seed=seed))
+    cmp.write_run(out, candidates=paths["candidates"], labels=[labels_path], coverage=paths["coverage"], seed=seed)
     rob = robustness(paths["candidates"], [str(labels_path)], [paths["coverage"]], folds=folds, seed=seed)
     write_json(out / "robustness.json", rob.to_json())
     seconds["compare_robustness"] = time.perf_counter() - t
