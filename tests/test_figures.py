@@ -4,6 +4,7 @@ labelled placeholder when it has nothing to draw."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 
 from memjudge import figures as F
 
+DATA = Path(__file__).parent / "data"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -169,3 +171,60 @@ def test_missing_interval_draws_without_error_bars():
     r["hi"] = np.nan
     data = F.png_bytes(F.support_by_category(r), dpi=60)
     assert data[:8] == PNG_SIGNATURE
+
+
+def _drawn_columns(fig):
+    """The lower panel's bars as {legend label: total height}."""
+    axn = fig.axes[1]
+    out = {}
+    for container in axn.containers:
+        out[container.get_label()] = out.get(container.get_label(), 0.0) + sum(p.get_height() for p in container.patches)
+    return out
+
+
+def test_calibration_count_panel_keeps_every_candidate_when_bin_centres_differ_by_rounding():
+    # values: distinct confidences (one-value bins, one of them 0.85); the others: deciles whose
+    # midpoint (0.8 + 0.9) / 2 is 0.8500000000000001. Bars ~1e-16 wide drew nothing before.
+    bins = pd.DataFrame([
+        {"category": "values", "lo": 0.55, "hi": 0.55, "n": 7, "rate": 0.7},
+        {"category": "values", "lo": 0.85, "hi": 0.85, "n": 12, "rate": 0.8},
+        {"category": "work", "lo": 0.8, "hi": 0.9, "n": 30, "rate": 0.95},
+        {"category": "work", "lo": 0.9, "hi": 1.0, "n": 41, "rate": 0.97},
+        {"category": "health", "lo": 0.5, "hi": 0.6, "n": 5, "rate": 0.9},
+        {"category": "health", "lo": 0.8, "hi": 0.9, "n": 9, "rate": 0.92},
+    ])
+    cols = F.count_columns(bins, "values")
+    assert cols.groupby("group")["n"].sum().to_dict() == {"emphasised": 19, "other": 85}
+    # 0.85 falls in the decile column [0.8, 0.9) with the others' bins of that decile
+    assert set(zip(cols["lo"], cols["hi"])) == {(0.5, 0.6), (0.8, 0.9), (0.9, 1.0)}
+    assert cols.loc[(cols["group"] == "emphasised") & (cols["lo"] == 0.8), "n"].item() == 12
+    fig = F.calibration(bins, emphasise="values")
+    drawn = _drawn_columns(fig)
+    assert drawn == {"values": 19.0, "other categories": 85.0}
+    widths = [p.get_width() for c in fig.axes[1].containers for p in c.patches]
+    assert min(widths) > 0.05  # visible, not 1e-16
+
+
+def test_calibration_count_panel_sums_to_the_candidates_of_a_real_run():
+    from memjudge.report import calibration_frame, load_run
+
+    run = load_run(DATA / "report_run")
+    bins = calibration_frame(run)
+    fig = F.calibration(bins, emphasise="values")
+    drawn = _drawn_columns(fig)
+    want_values = float(bins.loc[bins["category"] == "values", "n"].sum())
+    want_other = float(bins.loc[bins["category"] != "values", "n"].sum())
+    assert drawn == {"values": want_values, "other categories": want_other}
+
+
+def test_calibration_one_value_bins_only_are_drawn_at_their_values():
+    bins = pd.DataFrame([
+        {"category": "a", "lo": 0.0, "hi": 0.0, "n": 3, "rate": 0.5},
+        {"category": "a", "lo": 1 / 3, "hi": 1 / 3, "n": 4, "rate": 0.6},
+        {"category": "b", "lo": 1 / 3, "hi": 1 / 3, "n": 2, "rate": 0.7},
+        {"category": "b", "lo": 2 / 3, "hi": 2 / 3, "n": 5, "rate": 0.8},
+    ])
+    cols = F.count_columns(bins, None)
+    assert cols["n"].tolist() == [3.0, 6.0, 5.0]
+    fig = F.calibration(bins)
+    assert _drawn_columns(fig) == {"all categories": 14.0}

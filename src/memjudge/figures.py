@@ -274,13 +274,36 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
 # calibration
 
 
-def _bar_widths(lo: np.ndarray, hi: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """Bin widths; a one-value bin (lo == hi, e.g. rank-derived confidences) gets a share of the
-    smallest gap between bins so that its count stays visible."""
-    gaps = np.diff(np.unique(centres))
+def count_columns(bins: pd.DataFrame, emphasise: str | None = None) -> pd.DataFrame:
+    """The lower panel of the calibration figure as data: one row per (group, column) with
+    columns group ("emphasised" or "other"), lo, hi, n.
+
+    Columns are the bins' own edges, matched after rounding to 9 digits (so 0.6000000000000001
+    and 0.6 are one edge, and 0.85 is not a different column from (0.8 + 0.9) / 2). A one-value
+    bin (a distinct confidence, lo == hi) is counted in the interval bin that holds its value
+    when there is one, else in a column of its own. Each group's heights sum to its candidates."""
+    b = bins[bins["n"].fillna(0) > 0]
+    lo = np.round(b["lo"].to_numpy(dtype=float), 9)
+    hi = np.round(b["hi"].to_numpy(dtype=float), 9)
+    spans = sorted({(x, y) for x, y in zip(lo, hi) if y > x})
+    col_lo, col_hi = lo.copy(), hi.copy()
+    for i in np.flatnonzero(lo == hi):
+        inside = [(x, y) for x, y in spans if x <= lo[i] < y or (lo[i] == y == max(s[1] for s in spans))]
+        if inside:
+            col_lo[i], col_hi[i] = inside[0]
+    group = np.where(b["category"].to_numpy() == emphasise, "emphasised", "other") if emphasise else np.full(len(b), "other")
+    out = pd.DataFrame({"group": group, "lo": col_lo, "hi": col_hi, "n": b["n"].to_numpy(dtype=float)})
+    return out.groupby(["group", "lo", "hi"], as_index=False, sort=True)["n"].sum()
+
+
+def _column_widths(cols: pd.DataFrame) -> np.ndarray:
+    """An interval column is as wide as its bin; a one-value column gets a share of the
+    smallest gap between columns, so that its count stays visible."""
+    lo, hi = cols["lo"].to_numpy(dtype=float), cols["hi"].to_numpy(dtype=float)
+    gaps = np.diff(np.unique(np.round((lo + hi) / 2, 9)))
+    gaps = gaps[gaps > 1e-9]
     point = 0.6 * (gaps.min() if len(gaps) else 0.1)
-    w = hi - lo
-    return np.where(w > 0, w, point)
+    return np.where(hi > lo, hi - lo, point)
 
 
 @_paper_style
@@ -304,7 +327,6 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
         emphasise = None
     order = [c for c in cats if c != emphasise] + ([emphasise] if emphasise else [])
     k = 0
-    all_centres = np.unique((bins["lo"].to_numpy(dtype=float) + bins["hi"].to_numpy(dtype=float)) / 2)
     n_max = max(1.0, float(bins["n"].max()))
     for c in order:
         sub = bins[bins["category"] == c].sort_values("lo", kind="stable")
@@ -336,32 +358,29 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
             ax.scatter(centres, rate, s=4 + 36 * sub["n"].to_numpy(dtype=float) / n_max, color=color, alpha=0.75,
                        marker=marker, zorder=3, linewidth=0)
             k += 1
-        widths = _bar_widths(sub["lo"].to_numpy(dtype=float), sub["hi"].to_numpy(dtype=float), all_centres)
-        if c == emphasise:
-            axn.bar(centres, sub["n"].to_numpy(dtype=float), width=widths * 0.9, color=HIGHLIGHT, alpha=0.85,
-                    zorder=3, label=str(c))
-    rest = bins[bins["category"] != emphasise] if emphasise else bins
-    if not rest.empty:
-        # Stacked on top of the emphasised category's bars, so the column height is the bin's total.
-        other = rest.groupby(["lo", "hi"], sort=True)["n"].sum()
-        lo_e = np.array([a for a, _ in other.index], dtype=float)
-        hi_e = np.array([b for _, b in other.index], dtype=float)
-        base = np.zeros(len(other))
-        if emphasise:
-            e = bins[bins["category"] == emphasise].groupby(["lo", "hi"])["n"].sum()
-            base = np.array([float(e.get(k, 0.0)) for k in other.index])
-        axn.bar((lo_e + hi_e) / 2, other.to_numpy(dtype=float), bottom=base,
-                width=_bar_widths(lo_e, hi_e, all_centres) * 0.9,
-                color=NEUTRAL, alpha=0.35, zorder=2, label="other categories" if emphasise else "all categories")
+    cols = count_columns(bins, emphasise)
+    cols["width"] = _column_widths(cols) * 0.9
+    base = {}
+    for name, color, alpha, z in (("emphasised", HIGHLIGHT, 0.85, 3), ("other", NEUTRAL, 0.35, 2)):
+        g = cols[cols["group"] == name]
+        if g.empty:
+            continue
+        centres = np.round((g["lo"].to_numpy() + g["hi"].to_numpy()) / 2, 9)
+        bottom = np.array([base.get(x, 0.0) for x in centres])
+        label = str(emphasise) if name == "emphasised" else ("other categories" if emphasise else "all categories")
+        # Stacked, so the column height is the bin's total.
+        axn.bar(centres, g["n"].to_numpy(), bottom=bottom, width=g["width"].to_numpy(), color=color, alpha=alpha, zorder=z, label=label)
+        for x, n in zip(centres, g["n"].to_numpy()):
+            base[x] = base.get(x, 0.0) + n
     ax.set_ylabel("Source support (%)")
     ax.set_ylim(max(0.0, float(np.nanmin(_pct(bins["rate"]))) - 15.0) if bins["rate"].notna().any() else 0, 102)
     ax.set_title(title or "Calibration: support by confidence bin within category")
-    ax.legend(title="Category", loc="lower right", frameon=True, framealpha=0.9, ncols=1 if len(cats) <= 3 else 2)
+    # Outside the axes: inside, it covered points, their n= labels and error bars.
+    ax.legend(title="Category", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0.0)
     ax.tick_params(labelbottom=False)
     axn.set_ylabel("Candidates")
     axn.set_xlabel("Extractor confidence (bin centre)")
-    axn.set_ylim(0, axn.get_ylim()[1] * 1.3)  # room for the legend above the tallest column
-    axn.legend(loc="upper left", frameon=False, ncols=2)
+    axn.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0.0)
     return fig
 
 
