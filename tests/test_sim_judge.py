@@ -165,6 +165,21 @@ def test_bad_options_are_usage_errors(small):
         make_judge("sim:x", options={"truth": str(out), "profile": "nope"})
 
 
+def test_a_misspelt_profile_is_an_error_not_the_paper_profile(cli, small, tmp_path):
+    c, out = small
+    panel = tmp_path / "judges.toml"
+    panel.write_text(f'[[judge]]\nspec = "sim:papr"\n[judge.options]\ntruth = "{out}"\n')
+    r = cli("score", out / "candidates.jsonl", "--sources", out / "sources.jsonl", "--judge", "sim:papr",
+            "--judges-file", panel, "--out", tmp_path / "run", "--no-progress")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "unknown simulated profile 'papr'" in r.stderr and "did you mean 'paper'" in r.stderr and "strict" in r.stderr
+    assert not (tmp_path / "run" / "labels.jsonl").exists()
+    # a custom name with a declared noise model is a judge of its own
+    judge = make_judge("sim:judge_a", options={"truth": str(out), "sensitivity": 0.9})
+    assert judge.profile == "paper" and judge.noise["sensitivity"]["default"] == 0.9
+
+
 def test_score_end_to_end_with_a_panel(cli, small, tmp_path):
     c, out = small
     panel = tmp_path / "judges.toml"

@@ -62,6 +62,13 @@ _TRUTH_CACHE: dict[str, "_Truth"] = {}
 HARD_KINDS = ("over_inference", "wrong_person")
 
 
+def _did_you_mean(name: str, known) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def flip_probability(flip_rate: float) -> float:
     """Per-replicate flip probability e with 2e(1 - e) = flip_rate (pairwise disagreement)."""
     if not 0 <= flip_rate <= 0.5:
@@ -158,9 +165,15 @@ class SimJudge(Judge):
         super().__init__(config)
         opts = dict(config.options)
         self.check_options(OPTIONS)
+        # A NAME that is no profile is a custom judge only when its noise model is declared
+        # (options.profile or a noise setting); otherwise it is a typo (sim:papr), not "paper".
+        declared = "profile" in opts or any(k in opts for k in PROFILES["paper"])
+        if self.model not in PROFILES and not declared:
+            raise UsageError(f"judge {config.spec}: unknown simulated profile {self.model!r}{_did_you_mean(self.model, PROFILES)} "
+                             f"(known: {', '.join(PROFILES)}; a custom name needs options.profile or noise settings)")
         profile = opts.get("profile", self.model if self.model in PROFILES else "paper")
         if profile not in PROFILES:
-            raise UsageError(f"judge {config.spec}: unknown profile {profile!r} (known: {', '.join(PROFILES)})")
+            raise UsageError(f"judge {config.spec}: unknown profile {profile!r}{_did_you_mean(str(profile), PROFILES)} (known: {', '.join(PROFILES)})")
         model = dict(PROFILES[profile])
         model.update({k: v for k, v in opts.items() if k in model})
         for k in ("sensitivity", "specificity"):
