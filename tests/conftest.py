@@ -24,6 +24,7 @@ _PROVIDER_ENV = (
 def _isolated_env(monkeypatch, tmp_path_factory):
     for name in _PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMJUDGE_NO_DOTENV", "1")
     monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("MPLBACKEND", "Agg")
 
@@ -41,7 +42,10 @@ def run_cli(*args: str, env: dict | None = None, cwd=None, timeout: float = 600)
 
     full_env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_ENV}
     full_env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + full_env.get("PYTHONPATH", "")
+    # A developer's .env must not put real keys back into a test (tests of .env unset this).
+    full_env["MEMJUDGE_NO_DOTENV"] = "1"
     full_env.update(env or {})
+    full_env = {k: v for k, v in full_env.items() if v is not None}  # env={"X": None} unsets X
     return subprocess.run(
         [sys.executable, "-m", "memjudge", *map(str, args)],
         capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout,

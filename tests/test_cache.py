@@ -145,7 +145,11 @@ def test_cache_stats_and_clear_cli(cli, tmp_path):
     assert stats["entries"] == 2 and stats["eviction_policy"] == "none" and stats["directory"] == str(d)
     r = cli("cache", "stats", env={"MEMJUDGE_CACHE_DIR": str(d)})
     assert r.returncode == 0 and "2 answers" in r.stdout
+    # Paid answers: without a terminal to ask, clear refuses unless --yes.
     r = cli("cache", "clear", "--cache-dir", d, "--json")
+    assert r.returncode == 2 and "--yes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert json.loads(cli("cache", "stats", "--cache-dir", d, "--json").stdout)["entries"] == 2
+    r = cli("cache", "clear", "--cache-dir", d, "--json", "--yes")
     assert json.loads(r.stdout)["removed"] == 2
     assert json.loads(cli("cache", "stats", "--cache-dir", d, "--json").stdout)["entries"] == 0
 

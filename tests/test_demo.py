@@ -78,7 +78,8 @@ def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
     out = tmp_path / "demo"
     r = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.md'}"
+    # Absolute paths of both documents, the last lines printed.
+    assert r.stdout.strip().splitlines()[-2:] == [f"report: {(out / 'report.md').resolve()}", f"        {(out / 'report.html').resolve()}"]
     assert EXPECTED_FILES <= {p.name for p in out.iterdir()}
     labels = pd.read_json(out / "labels.jsonl", lines=True)
     local = labels[labels["judge"] == "local:qwen2.5-coder-1.5b"]
@@ -88,3 +89,7 @@ def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
     assert (pivot[0] == pivot[1]).all()
     quality = json.loads((out / "local_judge.json").read_text())
     assert quality["n"] == local["assertion_id"].nunique()
+    # A rerun asks the model nothing and says so.
+    again = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")})
+    assert again.returncode == 0, again.stderr
+    assert f"all {2 * local['assertion_id'].nunique()} answers from the cache" in again.stdout

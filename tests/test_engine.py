@@ -233,8 +233,8 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
         (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--rubric", "suport"], "unknown rubric 'suport'"),
         (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--rpm", "0"], "rpm must be > 0"),
         (["--judge", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--facts", str(cand)], "coverage rubric"),
-        (["--judge", "openai:m"], "OPENAI_API_KEY"),
     ]
+    # (a dry run calls nothing and needs no key: tests/test_cli.py checks that a real run asks for it)
     for extra, fragment in cases:
         code = memjudge_cli.main(base + extra)
         err = capsys.readouterr().err
@@ -529,3 +529,18 @@ def test_dataframe_inputs_with_timestamps_and_missing_values(tmp_path):
     df = score(cands, sources_frame(4), ScriptedJudge(), out=tmp_path / "o", cache_dir=tmp_path / "c", progress=False)
     assert [None if pd.isna(v) else v for v in df["seen_at"]] == ["2024-01-01T00:00:00", None, "2024-03-01T00:00:00", "2024-04-01T00:00:00"]
     assert df["verdict"].notna().all()
+
+
+def test_quiet_prints_only_the_result_and_verbose_logs_each_retry(cli, tmp_path, fake_server):
+    fake_server.enqueue(Fault.unavailable(0.01), times=2)
+    r = score_cli(cli, tmp_path, fake_server, "--verbose", out=tmp_path / "v")
+    assert r.returncode == 0, r.stderr
+    retries = [line for line in r.stderr.splitlines() if "retrying in" in line]
+    assert len(retries) == 2 and all("503" in line for line in retries)
+    r = score_cli(cli, tmp_path, fake_server, "--quiet", "--cache-dir", tmp_path / "other-cache", out=tmp_path / "q")
+    assert r.returncode == 0 and r.stderr == ""
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"wrote {tmp_path / 'q' / 'labels.jsonl'}: {N} rows")
+    # a rerun that needs no request says where every answer came from
+    r = score_cli(cli, tmp_path, fake_server, out=tmp_path / "q")
+    assert f"all {N} answers from the run journal" in r.stdout

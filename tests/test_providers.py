@@ -212,8 +212,9 @@ def test_judge_survives_a_new_event_loop(provider, make, fake_server):
 
 
 def test_missing_key_for_the_real_service_is_a_usage_error(provider):
+    judge = make_judge(f"{provider}:{MODELS[provider]}")  # a dry run needs no key
     with pytest.raises(UsageError) as info:
-        make_judge(f"{provider}:{MODELS[provider]}")
+        judge.check_ready()  # a request does
     assert KEY_VARS[provider] in str(info.value)
     assert "\n" not in str(info.value)
 

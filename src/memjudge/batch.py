@@ -756,7 +756,9 @@ def _judge_of(state: BatchState, base_url: str | None) -> Judge:
     ident = state.data.get("judge") or {}
     if not ident.get("spec"):
         raise InputError(str(state.path), "no judge recorded in the batch state")
-    return make_judge(JudgeConfig(spec=ident["spec"], base_url=base_url or ident.get("base_url")))
+    judge = make_judge(JudgeConfig(spec=ident["spec"], base_url=base_url or ident.get("base_url")))
+    judge.check_ready()
+    return judge
 
 
 def _open_state(run_dir) -> BatchState:

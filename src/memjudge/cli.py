@@ -8,7 +8,9 @@ is `cmd_<name>(args) -> int`; heavy modules are imported inside handlers so that
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from memjudge.errors import MemjudgeError, UsageError
 
@@ -42,35 +44,58 @@ def _replicate_choice(text: str):
     return v
 
 
+def _add_verbosity(parser) -> None:
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--quiet", "-q", action="store_true", help="print only results and errors (no progress bar)")
+    g.add_argument("--verbose", "-v", action="store_true", help="also log every retry and failed request on stderr")
+
+
+def _presets() -> list[str]:
+    # Listed from the package data, not through memjudge.simulate: --help must not import pandas.
+    from importlib import resources
+
+    return sorted(p.name[:-5] for p in resources.files("memjudge").joinpath("presets").iterdir() if p.name.endswith(".toml"))
+
+
+# Written out so that --help imports nothing heavy; tests check them against the registries.
+DATASETS_HELP = "synthpai, xsumfaith"
+TARGETS_HELP = "balanced_accuracy (default), accuracy, youden, f1_unsupported"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from memjudge import __version__
+
     p = _Parser(prog="memjudge", description="LLM-judge evaluation harness for the write boundary of agent memory.")
+    p.add_argument("--version", action="version", version=f"memjudge {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     # --- score -------------------------------------------------------------------------
     s = sub.add_parser("score", help="label candidates' source support (or coverage) with a judge")
-    s.add_argument("candidates")
-    s.add_argument("--sources", required=True)
+    s.add_argument("candidates", help="candidate assertions (JSONL, CSV or Parquet)")
+    s.add_argument("--sources", required=True, help="one source per persona (persona_id, source)")
     s.add_argument("--judge", required=True, help="PROVIDER:MODEL, e.g. gemini:gemini-2.5-flash, openai:gpt-4o-mini, local:qwen2.5-coder-1.5b, sim:NAME")
     s.add_argument("--judges-file", help="judges.toml panel with generation parameters, limits and prices")
-    s.add_argument("--base-url")
+    s.add_argument("--base-url", help="endpoint of an OpenAI-compatible server (vLLM, Ollama, llama.cpp), with /v1")
     s.add_argument("--rubric", default="support", help="support (default), coverage, or a path to a rubric .toml file")
     s.add_argument("--facts", help="reference facts for the coverage rubric (without them the judge lists the facts)")
     s.add_argument("--replicates", type=_positive_int, default=1, help="score each item R times (replicate indices 0..R-1)")
     s.add_argument("--concurrency", type=_positive_int, help="requests in flight at once (default 16, or the panel's)")
     s.add_argument("--rpm", type=float, help="requests per minute limit")
     s.add_argument("--tpm", type=float, help="tokens per minute limit (estimated from the prompt length)")
-    s.add_argument("--temperature", type=float)
-    s.add_argument("--seed", type=int)
-    s.add_argument("--max-output-tokens", type=_positive_int)
-    s.add_argument("--thinking-budget", type=int)
+    s.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    s.add_argument("--seed", type=int, help="sampling seed, where the provider honours one")
+    s.add_argument("--max-output-tokens", type=_positive_int, help="answer token limit (default 1024; thinking counts too)")
+    s.add_argument("--thinking-budget", type=int, help="Gemini thinking tokens (0 turns thinking off on 2.5 Flash)")
     s.add_argument("--out", default=None, help="run directory (default runs/<judge>-<rubric>)")
     s.add_argument("--cache-dir", help="answer cache (default $MEMJUDGE_CACHE_DIR or ~/.cache/memjudge)")
     s.add_argument("--parquet", action="store_true", help="also write labels.parquet")
     s.add_argument("--dry-run", action="store_true", help="validate everything and estimate calls, tokens and cost without calling")
     s.add_argument("--batch", action="store_true", help="use the provider's batch API (about half price, within 24 h)")
-    s.add_argument("--batch-fallback", choices=["resubmit", "online"], default="resubmit")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--batch-fallback", choices=["resubmit", "online"], default="resubmit",
+                   help="batch lines that failed: resubmit in a new job (default) or ask online")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_verbosity(s)
     s.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     s.set_defaults(func=cmd_score)
 
@@ -78,122 +103,133 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cache", help="inspect or clear the answer cache")
     csub = c.add_subparsers(dest="cache_command", metavar="ACTION", parser_class=_Parser)
     csub.required = True
-    for name, helptext in (("stats", "entries, size and location"), ("clear", "delete every cached answer")):
-        cc = csub.add_parser(name, help=helptext)
-        cc.add_argument("--cache-dir")
-        cc.add_argument("--json", action="store_true")
+    for name, helptext in (("stats", "entries, size and location"), ("clear", "delete every cached answer (asks first)")):
+        cc = csub.add_parser(name, help=helptext, description=helptext)
+        cc.add_argument("--cache-dir", help="the cache (default $MEMJUDGE_CACHE_DIR or ~/.cache/memjudge)")
+        if name == "clear":
+            cc.add_argument("--yes", "-y", action="store_true",
+                            help="do not ask (needed without a terminal): paid answers are deleted")
+        cc.add_argument("--json", action="store_true", help="print the result as JSON")
         cc.set_defaults(func=cmd_cache)
 
     # --- noise -------------------------------------------------------------------------
     n = sub.add_parser("noise", help="re-score flip rates per judge")
-    n.add_argument("labels", nargs="+")
-    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("labels", nargs="+", help="labels files (score output or an import); concatenated")
+    n.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     n.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
-    n.add_argument("--out")
-    n.add_argument("--json", action="store_true")
+    n.add_argument("--out", metavar="RUN_DIR", help="write noise.json there (for memjudge report)")
+    n.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     n.set_defaults(func=cmd_noise)
 
     # --- agreement ---------------------------------------------------------------------
     a = sub.add_parser("agreement", help="agreement between judges (and with gold labels)")
-    a.add_argument("labels", nargs="+")
-    a.add_argument("--gold")
-    a.add_argument("--replicate", type=_replicate_choice, default=0)
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("labels", nargs="+", help="labels files of the judges to compare; concatenated")
+    a.add_argument("--gold", help="gold labels (assertion_id, verdict[, annotator]): each judge is also scored against them")
+    a.add_argument("--replicate", type=_replicate_choice, default=0,
+                   help="which replicate stands for a judge: an index (default 0) or 'majority' of its replicates")
+    a.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     a.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
-    a.add_argument("--out")
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--out", metavar="RUN_DIR", help="write agreement.json there (for memjudge report)")
+    a.add_argument("--json", action="store_true", help="print the JSON instead of the tables")
     a.set_defaults(func=cmd_agreement)
 
     # --- compare -----------------------------------------------------------------------
     m = sub.add_parser("compare", help="write-all vs global vs targeted retention policies (Table 1)")
-    m.add_argument("candidates")
-    m.add_argument("--labels", required=True, nargs="+")
-    m.add_argument("--coverage")
-    m.add_argument("--judge")
-    m.add_argument("--replicate", type=_replicate_choice, default=0)
-    m.add_argument("--gate", default="values")
-    m.add_argument("--floor", type=float, default=0.8)
-    m.add_argument("--repeats", type=_positive_int, default=20)
-    m.add_argument("--folds", type=_positive_int, default=5)
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--out")
-    m.add_argument("--export-policy")
-    m.add_argument("--policy", choices=["targeted", "global", "per_category"], default="targeted")
+    m.add_argument("candidates", help="candidates with confidence (persona_id, assertion_id, category, confidence, text)")
+    m.add_argument("--labels", required=True, nargs="+", help="the judge's support labels (score output)")
+    m.add_argument("--coverage", help="coverage.jsonl (score --rubric coverage): enables estimated coverage")
+    m.add_argument("--judge", help="which judge's labels to use when the files hold several")
+    m.add_argument("--replicate", type=_replicate_choice, default=0, help="a replicate index (default 0) or 'majority'")
+    m.add_argument("--gate", default="values",
+                   help="gated categories of the targeted policy: a comma list, or 'auto' (lowest-support category, chosen in each fit fold)")
+    m.add_argument("--floor", type=float, default=0.8, help="minimum retention when fitting a threshold (default 0.8)")
+    m.add_argument("--repeats", type=_positive_int, default=20, help="repetitions of K-fold CV over personas (default 20)")
+    m.add_argument("--folds", type=_positive_int, default=5, help="folds K (default 5)")
+    m.add_argument("--seed", type=int, default=0, help="seed of the fold assignment and the bootstrap (default 0)")
+    m.add_argument("--out", metavar="RUN_DIR", help="write compare.json, sweep.json, calibration.json there")
+    m.add_argument("--export-policy", metavar="PATH",
+                   help="write the --policy fitted on all personas as a policy JSON for memjudge.gate")
+    m.add_argument("--policy", choices=["targeted", "global", "per_category"], default="targeted",
+                   help="which policy --export-policy writes (default targeted)")
     m.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy",
                    help="per_category fit: greedy coordinate ascent (default, linear) or the exact optimum")
-    m.add_argument("--json", action="store_true")
+    m.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     m.set_defaults(func=cmd_compare)
 
     # --- robustness --------------------------------------------------------------------
     r = sub.add_parser("robustness", help="does the policy ordering survive a change of judge?")
-    r.add_argument("candidates")
-    r.add_argument("--labels", required=True, nargs="+")
-    r.add_argument("--coverage", nargs="+")
-    r.add_argument("--gate", default="values")
-    r.add_argument("--floor", type=float, default=0.8)
-    r.add_argument("--repeats", type=_positive_int, default=20)
-    r.add_argument("--folds", type=_positive_int, default=5)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy")
-    r.add_argument("--out")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("candidates", help="candidates with confidence")
+    r.add_argument("--labels", required=True, nargs="+", help="labels of every judge (and replicate) to compare under")
+    r.add_argument("--coverage", nargs="+", help="coverage files (each judge's, or one for all)")
+    r.add_argument("--gate", default="values", help="gated categories (comma list) or 'auto'")
+    r.add_argument("--floor", type=float, default=0.8, help="minimum retention when fitting (default 0.8)")
+    r.add_argument("--repeats", type=_positive_int, default=20, help="CV repetitions (default 20)")
+    r.add_argument("--folds", type=_positive_int, default=5, help="folds K (default 5)")
+    r.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    r.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy",
+                   help="per_category fit: greedy (default) or exact")
+    r.add_argument("--out", metavar="RUN_DIR", help="write robustness.json there (for memjudge report)")
+    r.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     r.set_defaults(func=cmd_robustness)
 
     # --- report ------------------------------------------------------------------------
     rp = sub.add_parser("report", help="Markdown/HTML report with figures from a run directory")
-    rp.add_argument("run_dir")
+    rp.add_argument("run_dir", help="a run directory holding the analyses' JSON")
     rp.add_argument("--format", default="md,html", help="comma list of md, html (figures are always written)")
     rp.add_argument("--json", action="store_true", help="print what was written and which parts were found as JSON")
     rp.add_argument("--dpi", type=_positive_int, default=200, help="resolution of the PNG figures (default 200)")
+    rp.add_argument("--open", action="store_true", help="open report.html in the web browser when written")
     rp.set_defaults(func=cmd_report)
 
     # --- simulate ----------------------------------------------------------------------
     sm = sub.add_parser("simulate", help="generate synthetic personas with known truth")
-    sm.add_argument("--preset", default="paper")
-    sm.add_argument("--seed", type=int, default=0)
-    sm.add_argument("--personas", type=_positive_int)
-    sm.add_argument("--config")
-    sm.add_argument("--out", required=True)
-    sm.add_argument("--json", action="store_true")
+    sm.add_argument("--preset", default="paper", help=f"generator settings (default paper; known: {', '.join(_presets())})")
+    sm.add_argument("--seed", type=int, default=0, help="seed (default 0): same seed, same corpus")
+    sm.add_argument("--personas", type=_positive_int, help="number of personas (default: the preset's)")
+    sm.add_argument("--config", help="a TOML file overriding any of the preset's settings")
+    sm.add_argument("--out", required=True, help="folder for candidates, sources, facts, truth, gold labels")
+    sm.add_argument("--json", action="store_true", help="print the summary as JSON")
     sm.set_defaults(func=cmd_simulate)
 
     # --- demo --------------------------------------------------------------------------
     d = sub.add_parser("demo", help="the whole study offline with the embedded judge")
-    d.add_argument("--out", default="runs/demo")
-    d.add_argument("--personas", type=_positive_int)
-    d.add_argument("--cache-dir")
-    d.add_argument("--no-progress", action="store_true")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--out", default="runs/demo", help="run directory (default runs/demo)")
+    d.add_argument("--personas", type=_positive_int, help="personas in the generated corpus (default 10)")
+    d.add_argument("--cache-dir", help="answer cache (default $MEMJUDGE_CACHE_DIR or ~/.cache/memjudge)")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.add_argument("--seed", type=int, default=0, help="corpus seed (default 0)")
+    _add_verbosity(d)
+    d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.set_defaults(func=cmd_demo)
 
     # --- calibrate ---------------------------------------------------------------------
     cb = sub.add_parser("calibrate", help="pick a judge's threshold on judge_score against gold labels")
-    cb.add_argument("labels", nargs="+")
-    cb.add_argument("--gold", required=True)
-    cb.add_argument("--judge", required=True)
-    cb.add_argument("--target", default="balanced_accuracy")
+    cb.add_argument("labels", nargs="+", help="labels with judge_score (score output)")
+    cb.add_argument("--gold", required=True, help="gold labels (assertion_id, verdict)")
+    cb.add_argument("--judge", required=True, help="the judge whose threshold to pick")
+    cb.add_argument("--target", default="balanced_accuracy", help=f"what the threshold maximises: {TARGETS_HELP}")
     cb.add_argument("--panel", default="judges.toml", help="judge panel file to write the threshold into")
-    cb.add_argument("--json", action="store_true")
+    cb.add_argument("--json", action="store_true", help="print the result as JSON")
     cb.set_defaults(func=cmd_calibrate)
 
     # --- import ------------------------------------------------------------------------
     im = sub.add_parser("import", help="convert a public dataset into memjudge's formats")
-    im.add_argument("dataset")
-    im.add_argument("folder")
-    im.add_argument("--out", required=True)
-    im.add_argument("--json", action="store_true")
+    im.add_argument("dataset", help=f"the dataset's name: {DATASETS_HELP}")
+    im.add_argument("folder", help="the dataset's folder (or file)")
+    im.add_argument("--out", required=True, help="folder for candidates, sources, labels and import.json")
+    im.add_argument("--json", action="store_true", help="print the summary as JSON")
     im.set_defaults(func=cmd_import)
 
     # --- batch -------------------------------------------------------------------------
     b = sub.add_parser("batch", help="status or cancel of a run's provider batch jobs")
     bsub = b.add_subparsers(dest="batch_command", metavar="ACTION", parser_class=_Parser)
     bsub.required = True
-    for name in ("status", "cancel"):
-        bb = bsub.add_parser(name)
-        bb.add_argument("run_dir")
-        bb.add_argument("--base-url")
-        bb.add_argument("--json", action="store_true")
+    for name, helptext in (("status", "each batch job of a run: state, requests, done"),
+                           ("cancel", "cancel a run's open batch jobs at the provider")):
+        bb = bsub.add_parser(name, help=helptext, description=helptext)
+        bb.add_argument("run_dir", help="the run directory of a `score --batch` run")
+        bb.add_argument("--base-url", help="the provider's endpoint, if not the one recorded")
+        bb.add_argument("--json", action="store_true", help="print the jobs as JSON")
         bb.set_defaults(func=cmd_batch)
     return p
 
@@ -210,7 +246,7 @@ def cmd_score(args) -> int:
     result = score_run(
         args.candidates, args.sources, args.judge, rubric=args.rubric, facts=args.facts,
         replicates=args.replicates, out=args.out, cache_dir=args.cache_dir, dry_run=args.dry_run,
-        progress=not args.no_progress and sys.stderr.isatty(), parquet=args.parquet,
+        progress=not (args.no_progress or args.quiet) and sys.stderr.isatty(), parquet=args.parquet,
         judges_file=args.judges_file, base_url=args.base_url, concurrency=args.concurrency,
         rpm=args.rpm, tpm=args.tpm, temperature=args.temperature, seed=args.seed,
         max_output_tokens=args.max_output_tokens, thinking_budget=args.thinking_budget,
@@ -231,12 +267,21 @@ def cmd_score(args) -> int:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items()))
     cost = f", cost ${s.cost_usd:.4f}" if s.cost_usd is not None else ""
     print(f"wrote {result.out_dir / name}: {s.rows} rows{' (' + counts + ')' if counts else ''}")
+    if args.quiet:
+        return _errors_note(s)
+    if s.requested == 0 and s.errors == 0 and not s.batch:
+        print(f"all {s.calls} answers from the {'run journal and cache' if s.resumed and s.cached else ('run journal' if s.resumed else 'cache')}: no request made; {s.seconds:.1f} s")
+        return 0
     print(f"{s.requested} calls requested ({s.requests} requests, {s.reasks} re-asks, {s.retries} retries), {s.cached} cached, {s.resumed} resumed, {s.errors} without a valid answer; "
           f"tokens {s.tokens.get('input_tokens', 0):,} in / {s.tokens.get('output_tokens', 0):,} out{cost}; {s.seconds:.1f} s")
     if s.batch:
         b = s.batch
         print(f"batch: {b['jobs_submitted']} jobs submitted, {b['jobs_found']} found from an earlier run, {b['resubmitted']} requests resubmitted, "
               f"{b['online']} asked online; costs at x{b['discount']:g} (state: {b['state_file']})")
+    return _errors_note(s)
+
+
+def _errors_note(s) -> int:
     if s.errors:
         print(f"memjudge: {s.errors} calls have no valid answer (verdict null, see 'error'); rerun the same command to ask them again", file=sys.stderr)
     return 0
@@ -246,6 +291,8 @@ def cmd_cache(args) -> int:
     from memjudge.cache import AnswerCache
     from memjudge.io import dumps
 
+    if args.cache_command == "clear" and not args.yes:
+        _confirm_clear(args.cache_dir)
     with AnswerCache(args.cache_dir) as cache:
         if args.cache_command == "stats":
             out = cache.stats()
@@ -255,6 +302,19 @@ def cmd_cache(args) -> int:
             text = f"{out['directory']}: removed {out['removed']} answers"
     print(dumps(out, indent=2) if args.json else text)
     return 0
+
+
+def _confirm_clear(cache_dir) -> None:
+    """The cache holds answers that were paid for: ask on a terminal, refuse without one."""
+    from memjudge.cache import resolve_cache_dir
+
+    where = resolve_cache_dir(cache_dir)
+    if not sys.stdin.isatty():
+        raise UsageError(f"cache clear: refusing to delete the cached answers in {where} without a terminal to ask; "
+                         "add --yes to confirm")
+    answer = input(f"Delete every cached answer in {where}? Paid answers cannot be recovered. [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise UsageError("cache clear: nothing deleted")
 
 
 def _emit_analysis(args, data: dict, text: str, filename: str | None, notes=()) -> int:
@@ -329,6 +389,8 @@ def cmd_report(args) -> int:
     from memjudge.report import parse_formats, report
 
     res = report(args.run_dir, formats=parse_formats(args.format), dpi=args.dpi)
+    if args.open:
+        _open_in_browser(res)
     if getattr(args, "json", False):
         from memjudge.io import dumps
 
@@ -339,6 +401,16 @@ def cmd_report(args) -> int:
     if res.absent:
         print("absent from the run (not in the report): " + ", ".join(res.absent), file=sys.stderr)
     return 0
+
+
+def _open_in_browser(res) -> None:
+    import webbrowser
+
+    html = next((p for p in res.written if str(p).endswith(".html")), None)
+    if html is None:
+        raise UsageError("report --open: no report.html was written (add html to --format)")
+    if not webbrowser.open(Path(html).resolve().as_uri()):
+        print(f"memjudge: could not open a browser; the report is {Path(html).resolve()}", file=sys.stderr)
 
 
 def cmd_simulate(args) -> int:
@@ -366,12 +438,16 @@ def cmd_demo(args) -> int:
     from memjudge.io import dumps
 
     res = demo(args.out, args.personas, seed=args.seed, cache_dir=args.cache_dir,
-               progress=not args.no_progress and sys.stderr.isatty(),
-               echo=(lambda line: print(line, file=sys.stderr)) if args.json else print)
+               progress=not (args.no_progress or args.quiet) and sys.stderr.isatty(),
+               echo=(lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr)) if args.json else print)
     if args.json:
         print(dumps(res.as_dict(), indent=2))
+        return 0
+    if res.report:
+        html = Path(res.report).with_suffix(".html")
+        print(f"report: {Path(res.report).resolve()}" + (f"\n        {html.resolve()}" if html.is_file() else ""))
     else:
-        print(f"report: {res.report or res.out}")
+        print(f"report: {Path(res.out).resolve()}")
     return 0
 
 
@@ -433,9 +509,35 @@ def cmd_batch(args) -> int:
 # ---------------------------------------------------------------------------------------
 
 
+def _load_dotenv() -> None:
+    """Keys from a `.env` file in the working folder, as Inspect AI reads them; the environment
+    wins over the file, and memjudge never writes it. MEMJUDGE_NO_DOTENV=1 switches it off."""
+    if os.environ.get("MEMJUDGE_NO_DOTENV"):
+        return
+    path = Path.cwd() / ".env"
+    if path.is_file():
+        from dotenv import load_dotenv
+
+        load_dotenv(path, override=False)
+
+
+def _setup_logging(args) -> None:
+    """--verbose: the engine's log of retries and failed requests on stderr."""
+    if getattr(args, "verbose", False):
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("memjudge: %(message)s"))
+        log = logging.getLogger("memjudge")
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
+        _load_dotenv()
         args = build_parser().parse_args(argv)
+        _setup_logging(args)
         return int(args.func(args) or 0)
     except MemjudgeError as e:
         msg = str(e)

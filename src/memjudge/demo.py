@@ -123,8 +123,11 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     local_labels = result.labels
     seconds["score_local"] = time.perf_counter() - t
     summ = result.summary
-    say(f"      {summ.requested} assertions judged, {summ.cached} from the cache, {summ.errors} without a verdict; "
-        f"{seconds['score_local']:.0f} s")
+    if summ.requested == 0 and summ.errors == 0:
+        say(f"      all {summ.calls} answers from the cache (no model call); {seconds['score_local']:.0f} s")
+    else:
+        say(f"      {summ.requested} assertions judged, {summ.cached + summ.resumed} from the cache, {summ.errors} without a verdict; "
+            f"{seconds['score_local']:.0f} s")
     sims = []
     for name in SIM_JUDGES:
         sim = make_judge(f"sim:{name}", options={"truth": str(corpus_dir), "seed": seed})

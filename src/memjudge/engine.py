@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import sys
@@ -36,6 +37,8 @@ from memjudge.errors import InputError, MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
 from memjudge.ratelimit import RateLimiter
 from memjudge.rubrics import AnswerError, Rubric, evidence_found, load_rubric
+
+log = logging.getLogger("memjudge")
 
 MAX_REASKS = 2
 # A streak this long of requests that failed after retries means the judge is unusable
@@ -273,6 +276,8 @@ class _Job:
         self._unsaved: list[tuple[str, dict]] = []
         self._saver: asyncio.Task | None = None
         self.limiter: RateLimiter | None = None  # rpm/tpm, applied to every request incl. re-asks
+        self.last_retry: str | None = None  # shown in the progress line while a run is retrying
+        self.bar: _Progress | None = None
 
     # -- journal ------------------------------------------------------------------------
 
@@ -355,6 +360,10 @@ class _Job:
 
     def _on_retry(self, event) -> None:
         self.retries += 1
+        self.last_retry = _scrub(f"{type(event.error).__name__}: {' '.join(str(event.error).split())[:120]}", self.secrets)
+        log.info("%s: attempt %d failed (%s); retrying in %.1f s", event.judge, event.attempt, self.last_retry, event.wait_s or 0.0)
+        if self.bar is not None:
+            self.bar.refresh()
 
     async def ask(self, task: _Task) -> None:
         from memjudge.retry import call_with_retry
@@ -383,6 +392,7 @@ class _Job:
             except Exception as e:  # the provider's error after retries: a null row, never a label
                 latency += time.perf_counter() - t0
                 task.error, task.usage, task.latency_s = _error_text(e, self.secrets), usage, round(latency, 4)
+                log.info("%s: %s: %s", self.judge.spec, call.item.get("assertion_id") or call.item.get("persona_id"), task.error)
                 self.failure_streak += 1
                 self.last_failure = task.error
                 return
@@ -426,7 +436,7 @@ class _Job:
         self.limiter = limiter
         queue = sorted(pending, key=lambda t: self.judge.order_key(t.call))
         it = iter(queue)
-        bar = _Progress(self, progress_total, progress_done) if self.progress else None
+        bar = self.bar = _Progress(self, progress_total, progress_done) if self.progress else None
         abort: list[str] = []
 
         async def worker():
@@ -465,10 +475,11 @@ class _Progress:
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            TextColumn("{task.fields[tokens]} tok  {task.fields[cost]}"),
+            TextColumn("{task.fields[tokens]} tok  {task.fields[cost]}"), TextColumn("[yellow]{task.fields[retrying]}"),
             console=Console(stderr=True), transient=False, refresh_per_second=4,
         )
-        self.task = self.progress.add_task(f"{job.judge.spec} {job.rubric.name}", total=total, completed=done, rate="", tokens=0, cost="")
+        self.task = self.progress.add_task(f"{job.judge.spec} {job.rubric.name}", total=total, completed=done, rate="", tokens=0, cost="",
+                                           retrying="")
         self.t0 = time.perf_counter()
         self.new = 0
 
@@ -477,6 +488,10 @@ class _Progress:
 
     def stop(self):
         self.progress.stop()
+
+    def refresh(self):
+        """Retries show live, with the last error, so a run that only retries is not silent."""
+        self.progress.update(self.task, retrying=f"{self.job.retries} retries, last: {self.job.last_retry}" if self.job.retries else "")
 
     def advance(self):
         self.new += 1
@@ -849,6 +864,8 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 echo(f"first call ({first.item}):\n--- system ---\n{first.prompt.system}\n--- user ---\n{first.prompt.user}\n---")
             return ScoreResult(labels=None, coverage=None, summary=summary, out_dir=out_dir)
 
+        if pending or batch is not None:
+            judge.check_ready()
         job = _Job(judge, rub, cache, out_dir if write else None, progress, coverage_ctx)
         if write:
             job.open_journal()

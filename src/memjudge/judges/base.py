@@ -166,6 +166,9 @@ class Judge(ABC):
 
     prefix: ClassVar[str]
     simulated: ClassVar[bool] = False
+    # Why requests cannot be made (no API key), checked by check_ready() before the first
+    # request rather than at construction: a dry run calls nothing and needs no key.
+    missing_credentials: str | None = None
 
     def __init__(self, config: JudgeConfig):
         self.config = config
@@ -196,6 +199,13 @@ class Judge(ABC):
             from memjudge.errors import UsageError
 
             raise UsageError(f"{self.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+    def check_ready(self) -> None:
+        """Raise UsageError when this judge cannot make requests (a missing API key)."""
+        if self.missing_credentials:
+            from memjudge.errors import UsageError
+
+            raise UsageError(self.missing_credentials)
 
     @abstractmethod
     async def generate(self, call: JudgeCall) -> JudgeAnswer:

@@ -57,7 +57,7 @@ class GeminiJudge(Judge):
         self._api_key = next((os.environ[v] for v in KEY_VARS if os.environ.get(v)), None)
         if self._api_key is None:
             if config.base_url is None:
-                raise UsageError(f"{config.spec}: set GEMINI_API_KEY (or GOOGLE_API_KEY) to use Gemini")
+                self.missing_credentials = f"{config.spec}: set GEMINI_API_KEY (or GOOGLE_API_KEY) to use Gemini"
             # A Gemini-compatible endpoint that needs no key; the SDK insists on one.
             self._api_key = "EMPTY"
         self._client = LoopBoundClient(self._new_client, lambda c: c.aio.aclose())

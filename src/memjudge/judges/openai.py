@@ -49,8 +49,8 @@ class OpenAIJudge(Judge):
         self._api_key = os.environ.get(KEY_VAR) or None
         if self._api_key is None:
             if self.base_url is None:
-                raise UsageError(f"{config.spec}: set {KEY_VAR} to use OpenAI "
-                                 "(or --base-url for an OpenAI-compatible server)")
+                self.missing_credentials = (f"{config.spec}: set {KEY_VAR} to use OpenAI "
+                                            "(or --base-url for an OpenAI-compatible server)")
             # Compatible servers (vLLM, Ollama, llama.cpp) accept any key; the SDK needs one.
             self._api_key = "EMPTY"
         self._client = LoopBoundClient(
