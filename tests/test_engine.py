@@ -544,3 +544,18 @@ def test_quiet_prints_only_the_result_and_verbose_logs_each_retry(cli, tmp_path,
     # a rerun that needs no request says where every answer came from
     r = score_cli(cli, tmp_path, fake_server, out=tmp_path / "q")
     assert f"all {N} answers from the run journal" in r.stdout
+
+
+def test_limit_scores_the_first_personas_and_the_full_run_reuses_them(cli, tmp_path, fake_server):
+    cand, src = write_inputs(tmp_path, n=12, per_persona=4)  # 3 personas
+    r = score_cli(cli, tmp_path, fake_server, "--limit", "2", "--json", cand=cand, src=src)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    first_two = list(dict.fromkeys(candidates_frame(12, 4)["persona_id"]))[:2]
+    labels = read_jsonl(tmp_path / "run" / "labels.jsonl")
+    assert s["rows"] == 8 and {x["persona_id"] for x in labels} == set(first_two)
+    assert fake_server.count(route="openai") == 8
+    fake_server.reset()
+    r = score_cli(cli, tmp_path, fake_server, "--json", cand=cand, src=src)
+    assert json.loads(r.stdout)["requested"] == 4 and fake_server.count() == 4
+    assert score_cli(cli, tmp_path, fake_server, "--limit", "0", cand=cand, src=src).returncode == 2

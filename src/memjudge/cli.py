@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rubric", default="support", help="support (default), coverage, or a path to a rubric .toml file")
     s.add_argument("--facts", help="reference facts for the coverage rubric (without them the judge lists the facts)")
     s.add_argument("--replicates", type=_positive_int, default=1, help="score each item R times (replicate indices 0..R-1)")
+    s.add_argument("--limit", type=_positive_int, metavar="N",
+                   help="score only the first N personas (in file order): a quick look before paying for a run")
     s.add_argument("--concurrency", type=_positive_int, help="requests in flight at once (default 16, or the panel's)")
     s.add_argument("--rpm", type=float, help="requests per minute limit")
     s.add_argument("--tpm", type=float, help="tokens per minute limit (estimated from the prompt length)")
@@ -251,7 +253,7 @@ def cmd_score(args) -> int:
         rpm=args.rpm, tpm=args.tpm, temperature=args.temperature, seed=args.seed,
         max_output_tokens=args.max_output_tokens, thinking_budget=args.thinking_budget,
         argv=settings, echo=None if args.json else print,
-        batch=args.batch, batch_fallback=args.batch_fallback,
+        batch=args.batch, batch_fallback=args.batch_fallback, limit=args.limit,
     )
     s = result.summary
     if args.json:

@@ -701,6 +701,7 @@ def score_run(
     batch: bool = False,
     batch_fallback: str = "resubmit",
     batch_options: dict[str, Any] | None = None,
+    limit: int | None = None,
 ) -> ScoreResult:
     """Score `candidates` against `sources` with one judge and one rubric.
 
@@ -708,6 +709,8 @@ def score_run(
     spec ("openai:gpt-4o-mini"), a JudgeConfig or a Judge. Outputs go to `out` (default
     runs/<judge>-<rubric>) unless `write=False`. `dry_run` validates everything and estimates
     calls, tokens and cost without calling. `echo(line)` receives the dry run's listing.
+    `limit=N` scores only the first N personas of the candidates (in file order): a quick
+    look before paying for the whole run; the rerun without it reuses those answers.
     `batch=True` sends the calls through the provider's batch API instead (memjudge.batch:
     `batch_fallback` "resubmit" or "online" for lines that fail, `batch_options` for limits
     and polling); costs are then at batch prices.
@@ -736,6 +739,11 @@ def score_run(
     srcs, src_label = _read(sources, io.read_sources, "sources")
     io.check_sources_cover(cands, srcs, cand_label, src_label)
     cands = cands.drop(columns=[io.LINE])
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise UsageError(f"limit must be an integer >= 1, got {limit!r}")
+        first = list(dict.fromkeys(cands["persona_id"]))[:limit]
+        cands = cands[cands["persona_id"].isin(first)].reset_index(drop=True)
     fact_df = None
     if facts is not None:
         fact_df, _ = _read(facts, io.read_facts, "facts")
