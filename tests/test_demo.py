@@ -57,6 +57,16 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     flip = {j["judge"]: j for j in noise["judges"]}
     assert demo_mod.LOCAL_JUDGE in flip
     assert any("[6/6]" in line for line in lines)
+    # The report says what it rests on, and warns about a judge that is poor against gold.
+    md = res.report.read_text()
+    done = md[md.index("## What was done"):md.index("## Findings")]
+    assert f"{res.personas} personas" in done and "simulated gold" in done and "sim:strict" in done
+    assert f"Judge quality: {demo_mod.LOCAL_JUDGE} agrees with the simulated gold labels on" in done
+    assert "Table 1 and the findings on retention policies rest on its labels" in done
+    assert "Judge quality: sim:paper" not in done  # a good judge gets no caveat
+    assert "| gold |" not in md  # gold is marked simulated wherever it appears
+    # the judge-level count of the robustness finding says which replicate it reads
+    assert "first replicate of each" in md[md.index("## Findings"):]
 
 
 def test_demo_rejects_too_few_personas(cli, tmp_path):
