@@ -51,6 +51,8 @@ def tasks(items: pd.DataFrame) -> list[dict]:
     from memjudge.io import frame_records
 
     cols = TASK_FIELDS + [c for c in items.columns if c not in TASK_FIELDS]
+    if "confidence" in cols and items["confidence"].isna().all():  # read_candidates adds it when absent
+        cols.remove("confidence")
     return [{"data": rec} for rec in frame_records(items[cols])]
 
 
