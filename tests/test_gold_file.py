@@ -76,6 +76,30 @@ def test_rows_are_appended_and_fsynced_before_append_returns(tmp_path, monkeypat
     assert pd.Timestamp(rows[1]["labelled_at"]) >= pd.Timestamp(rows[0]["labelled_at"])
 
 
+def test_two_writers_on_one_file_at_once_lose_no_row(tmp_path):
+    """Two annotators appending to one file at the same time: each row lands whole (O_APPEND)."""
+    import threading
+
+    gold = tmp_path / "gold.jsonl"
+    writers = [GoldWriter(gold, name) for name in ("alice", "bob")]
+    note = "x" * 3000  # rows longer than a small buffer
+
+    def work(w):
+        for i in range(150):
+            w.append(f"a{i}", "supported", note)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in writers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w in writers:
+        w.close()
+    g = read_gold(gold)  # every line is a whole JSON row
+    assert len(gold.read_text(encoding="utf-8").splitlines()) == 300
+    assert g.groupby("annotator").size().to_dict() == {"alice": 150, "bob": 150}
+
+
 def test_read_gold_takes_the_latest_row_per_assertion_and_annotator(tmp_path):
     gold = _jsonl(tmp_path / "gold.jsonl", [
         {"assertion_id": "a", "verdict": "supported", "annotator": "alice"},
