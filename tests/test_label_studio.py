@@ -108,3 +108,21 @@ def test_bad_exports_are_one_line_errors(tmp_path, capsys, content, message):
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and err.startswith(str(path))
     assert not gold.exists()
+
+
+def test_config_and_fixture_against_label_studio_sdk():
+    """Label Studio's own SDK (label-studio-sdk, not a memjudge dependency: ~500 MB with its
+    dependencies) parses the config and validates the fixture's annotations against it. Checked
+    with label-studio-sdk 2.1.2; skipped where the SDK is not installed."""
+    li_mod = pytest.importorskip("label_studio_sdk.label_interface", reason="label-studio-sdk not installed (optional reference check)")
+    from memjudge.annotate.label_studio import LABEL_CONFIG
+
+    li = li_mod.LabelInterface(LABEL_CONFIG)
+    assert [(c.name, c.tag, list(c.labels)) for c in li.controls][0] == ("verdict", "Choices", ["supported", "unsupported", "partial"])
+    export = json.loads(EXPORT.read_text(encoding="utf-8"))
+    for task in export:
+        assert li.validate_task({"data": task["data"]})
+        for ann in task["annotations"]:
+            assert li.validate_annotation(ann), ann["id"]
+    bad = {"result": [{"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": ["maybe"]}}]}
+    assert not li.validate_annotation(bad)
