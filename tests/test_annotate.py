@@ -186,9 +186,13 @@ def test_label_with_keyboard_kill_resume_and_safety(browser, data, tmp_path):
         assert server.post(good, server.token, ctype="text/plain") == 415
         assert gold.read_bytes() == before
         assert dialogs == []
+        server.kill()  # SIGKILL: no shutdown code runs
+        page.keyboard.press("s")  # the open page says the server is gone and stays on the item
+        expect(page.locator("#status")).to_contain_text("the server does not answer")
+        expect(page.locator("#progress")).to_have_text("6 / 8")
     finally:
         page.close()
-        server.kill()  # SIGKILL: no shutdown code runs
+        server.kill()
 
     rows = _rows(gold)
     assert [(r["assertion_id"], r["verdict"], r["note"]) for r in rows] == [
