@@ -462,7 +462,12 @@ def cmd_annotate(args) -> int:
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
-    annotator = args.annotator if args.annotator is not None else getpass.getuser()
+    annotator = args.annotator
+    if annotator is None:
+        try:
+            annotator = getpass.getuser()
+        except (OSError, KeyError):  # no login name (some containers)
+            raise UsageError("no login name to use as the annotator: give --annotator NAME") from None
     session = Session(items, args.out, annotator, judge=judge_views(args.show_judge) if args.show_judge else None)
     if session.writer.repaired:
         print(f"memjudge: {args.out}: {session.writer.repaired}", file=sys.stderr, flush=True)

@@ -56,7 +56,11 @@ class Session:
         self.judge = judge
         self.out = Path(out)
         self.writer = GoldWriter(self.out, self.annotator)  # repairs a torn tail before reading
-        existing = read_gold_rows(self.out)
+        try:
+            existing = read_gold_rows(self.out)
+        except Exception:
+            self.writer.close()
+            raise
         mine = existing[existing["annotator"].astype(str) == self.annotator]
         self.decisions: dict[str, dict] = {
             str(r.assertion_id): {"verdict": str(r.verdict), "note": r.note if isinstance(r.note, str) else None}
