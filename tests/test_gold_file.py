@@ -331,3 +331,18 @@ def test_annotate_gold_feeds_calibrate(tmp_path, items, capsys):
     assert cal["n"] == N - 1
     assert cal["n_supported"] == int(truth[keep].sum())
     assert cal["auc"] == pytest.approx(roc_auc_score(truth[keep], scores[keep]))
+
+
+def test_binds_to_loopback_by_default():
+    from memjudge.annotate.server import bind, url_for
+    from memjudge.cli import build_parser
+
+    args = build_parser().parse_args(["annotate", "items.jsonl", "--out", "gold.jsonl"])
+    assert (args.host, args.port, args.no_browser, args.show_judge) == ("127.0.0.1", 8765, False, None)
+    sock = bind(args.host, 0)
+    try:
+        host, port = sock.getsockname()[:2]
+        assert host == "127.0.0.1" and port > 0
+        assert url_for(sock, args.host, "tok") == f"http://127.0.0.1:{port}/?token=tok"
+    finally:
+        sock.close()
