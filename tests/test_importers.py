@@ -299,7 +299,7 @@ def test_xsumfaith_malformed_input(tmp_path, lines, message):
 def test_missing_folder_and_unknown_dataset(tmp_path):
     with pytest.raises(InputError, match="no such folder"):
         import_dataset("synthpai", tmp_path / "nope")
-    with pytest.raises(UsageError, match=r"unknown dataset 'nope' \(known: synthpai, xsumfaith\)"):
+    with pytest.raises(UsageError, match=r"unknown dataset 'nope' \(known: label-studio, synthpai, xsumfaith\)"):
         import_dataset("nope", tmp_path)
 
 
@@ -361,7 +361,7 @@ def test_cli_import_xsumfaith_json(cli, tmp_path):
 
 def test_cli_import_errors_are_one_line(cli, tmp_path):
     r = cli("import", "imdb", tmp_path, "--out", tmp_path / "o")
-    assert r.returncode == 2 and r.stderr.strip() == "memjudge: unknown dataset 'imdb' (known: synthpai, xsumfaith)"
+    assert r.returncode == 2 and r.stderr.strip() == "memjudge: unknown dataset 'imdb' (known: label-studio, synthpai, xsumfaith)"
     folder = write_synthpai(tmp_path / "bad", [row(eval_model_human="[1, 7]")])
     r = cli("import", "synthpai", folder, "--out", tmp_path / "o")
     assert r.returncode == 2

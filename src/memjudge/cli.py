@@ -58,7 +58,7 @@ def _presets() -> list[str]:
 
 
 # Written out so that --help imports nothing heavy; tests check them against the registries.
-DATASETS_HELP = "synthpai, xsumfaith"
+DATASETS_HELP = "synthpai, xsumfaith, label-studio"
 TARGETS_HELP = "balanced_accuracy (default), accuracy, youden, f1_unsupported"
 
 
@@ -222,6 +222,19 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
     im.set_defaults(func=cmd_import)
 
+    # --- annotate ----------------------------------------------------------------------
+    an = sub.add_parser("annotate", help="label items by hand in the browser (gold labels), or export them for Label Studio")
+    an.add_argument("items", help="items to label: the output of `memjudge sample` or any candidates file")
+    an.add_argument("--sources", help="sources, one per persona (default: a 'source' column in ITEMS)")
+    an.add_argument("--out", required=True, help="gold file to append to (JSONL); with --export, the tasks file to write")
+    an.add_argument("--annotator", help="your name in the gold file (default: the login name)")
+    an.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
+    an.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    an.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
+    an.add_argument("--show-judge", nargs="+", metavar="LABELS", help="show these labels files' verdicts and evidence (not blind)")
+    an.add_argument("--export", choices=["label-studio"], help="write Label Studio tasks (--out TASKS.json) and their labelling config instead of serving")
+    an.set_defaults(func=cmd_annotate)
+
     # --- batch -------------------------------------------------------------------------
     b = sub.add_parser("batch", help="status or cancel of a run's provider batch jobs")
     bsub = b.add_subparsers(dest="batch_command", metavar="ACTION", parser_class=_Parser)
@@ -351,7 +364,17 @@ def cmd_agreement(args) -> int:
 
     labels = read_labels(args.labels)
     gold = read_gold(args.gold) if args.gold else None
+    notes = []
+    if gold is not None and "annotator" in gold.columns and gold["annotator"].nunique() > 1:
+        # several annotators: each is a rater `human:NAME` beside the judges (spec §10)
+        import pandas as pd
+
+        from memjudge.annotate.gold import gold_raters
+
+        humans, notes = gold_raters(gold, labels, args.replicate)
+        labels, gold = pd.concat([labels, humans], ignore_index=True), None
     res = agreement(labels, gold=gold, replicate=args.replicate, seed=args.seed, B=args.bootstrap)
+    res.notes.extend(notes)
     return _emit_analysis(args, res.to_json(), res.to_text(), "agreement.json", res.notes)
 
 
@@ -470,9 +493,20 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from memjudge.importers import import_dataset
+    from memjudge.importers import get_importer, import_dataset
     from memjudge.io import dumps
 
+    importer = get_importer(args.dataset)
+    if getattr(importer, "writes", None) == "gold":  # label-studio: one export file in, one gold file out
+        summary = importer.import_gold(args.folder, args.out)
+        if args.json:
+            print(dumps(summary, indent=2))
+        else:
+            print(f"{args.dataset}: {summary['gold_rows']:,} gold labels by {len(summary['annotators'])} annotator(s) "
+                  f"({', '.join(summary['annotators'])}) from {summary['tasks']:,} tasks → {args.out}")
+            print(f"  {summary['annotations']:,} annotations: {summary['cancelled']:,} cancelled/skipped, "
+                  f"{summary['without_verdict']:,} without a verdict, {summary['superseded']:,} superseded by a later one")
+        return 0
     summary = import_dataset(args.dataset, args.folder, out=args.out).summary()
     if args.json:
         print(dumps(summary, indent=2))
@@ -486,6 +520,38 @@ def cmd_import(args) -> int:
     for note in summary["notes"]:
         print(f"  note: {note}")
     print(f"  licence: {summary['licence']}")
+    return 0
+
+
+def cmd_annotate(args) -> int:
+    from memjudge.annotate.items import judge_views, load_items
+
+    items = load_items(args.items, args.sources)
+    if args.export == "label-studio":
+        from memjudge.annotate.label_studio import export_tasks
+
+        tasks_path, config = export_tasks(items, args.out)
+        print(f"wrote {len(items):,} Label Studio tasks to {tasks_path} and their labelling config to {config}")
+        print(f"  then: memjudge import label-studio EXPORT.json --out GOLD.jsonl (Label Studio: Export → JSON)")
+        return 0
+    import getpass
+
+    from memjudge.annotate.server import Session, serve
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be in 0..65535, got {args.port}")
+    annotator = args.annotator
+    if annotator is None:
+        try:
+            annotator = getpass.getuser()
+        except (OSError, KeyError):  # no login name (some containers)
+            raise UsageError("no login name to use as the annotator: give --annotator NAME") from None
+    session = Session(items, args.out, annotator, judge=judge_views(args.show_judge) if args.show_judge else None)
+    if session.writer.repaired:
+        print(f"memjudge: {args.out}: {session.writer.repaired}", file=sys.stderr, flush=True)
+    serve(session, args.host, args.port, open_browser=not args.no_browser)
+    print(f"stopped: {len(session.decisions):,} of {session.total:,} items labelled by {session.annotator} "
+          f"({session.written:,} decisions this run) in {args.out}", file=sys.stderr)
     return 0
 
 

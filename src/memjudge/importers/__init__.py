@@ -24,6 +24,7 @@ from memjudge.io import LABEL_COLUMNS, csv_records, frame_records, jsonl_records
 _IMPORTERS: dict[str, "str | type[Importer]"] = {
     "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
     "xsumfaith": "memjudge.importers.xsumfaith:XSumFaithImporter",
+    "label-studio": "memjudge.importers.label_studio:LabelStudioImporter",  # writes a gold file
 }
 
 
