@@ -276,7 +276,9 @@ def _gated(run: Run) -> list[str]:
 
 
 def is_simulated(judge: str) -> bool:
-    return str(judge).startswith("sim:")
+    # a panel with a simulated member (panel:<method>(sim:a+...)) is simulated too
+    judge = str(judge)
+    return judge.startswith("sim:") or (judge.startswith("panel:") and ("(sim:" in judge or "+sim:" in judge))
 
 
 def judge_label(judge: str, run: Run | None = None) -> str:

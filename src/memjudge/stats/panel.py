@@ -131,6 +131,11 @@ def responses(labels: pd.DataFrame, judges: Sequence[str] | None = None, replica
     if len(names) < 2:
         raise UsageError(f"a panel needs at least 2 judges, found {len(names)} ({', '.join(names) or 'none'})")
     rubrics = list(dict.fromkeys(lab["rubric"].astype(str)))
+    per_judge = lab.groupby("judge")["rubric"].nunique()
+    if (per_judge > 1).any():
+        j = per_judge[per_judge > 1].index[0]
+        raise UsageError(f"judge {j} has labels under several rubrics ({', '.join(sorted(set(lab.loc[lab['judge'] == j, 'rubric'].astype(str))))}): "
+                         "give the panel one rubric's labels")
     items = lab.drop_duplicates("assertion_id")[["assertion_id", "persona_id", "category"]].reset_index(drop=True)
     # one verdict per (judge, item); the rater name must be the judge even with several rubrics
     chosen, ties = standing_verdicts(lab.assign(rubric=rubrics[0]), replicate)
@@ -526,7 +531,8 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
         share, vidx = majority_vote(Ra)
         score = share[:, s]
         iterations, converged = 0, True
-        prior = {c: _est(float(np.mean(vidx == k)) if len(vidx) else np.nan) for k, c in enumerate(classes)}
+        decided = vidx[vidx >= 0]  # the prior of a majority panel: the shares of its verdicts
+        prior = {c: _est(float(np.mean(decided == k)) if len(decided) else np.nan) for k, c in enumerate(classes)}
         judge_errors = [{"judge": j, "sensitivity": _est(np.nan), "specificity": _est(np.nan)} for j in names]
         notes.append("majority vote has no latent model: sensitivity and specificity are estimated by "
                      "--method dawid-skene or one-coin")
