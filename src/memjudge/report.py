@@ -917,6 +917,10 @@ def _panel_blocks(run: Run, figures: dict) -> list:
             row += [ci(r.get("gold_sensitivity")), ci(r.get("gold_specificity"))]
         rows.append(row)
     defs = pan.get("definitions") or {}
+    if not any(num((r.get("sensitivity") or {}).get("value")) is not None for r in errs):
+        out.append(Para("Majority vote has no latent model, so it estimates no error rates "
+                        "(memjudge panel --method dawid-skene or one-coin does)."))
+        return out
     out.append(Table(f"Each judge's error rates estimated by the panel ({pan.get('method')}) without gold"
                      + (", beside the same measured on gold labels" if gold else "") + ". Data: panel.json.",
                      header, rows, "; ".join(f"{k}: {v}" for k, v in defs.items())))
