@@ -313,6 +313,9 @@ def test_panel_file_plugs_into_agreement_robustness_noise_and_report(small_sim, 
     rob = cli_json(capsys, "robustness", str(corpus / "candidates.jsonl"), "--labels", str(judges), str(panel_file),
                    "--repeats", "2", "--out", str(run))
     assert name in json.dumps(rob)
+    cmp_ = cli_json(capsys, "compare", str(corpus / "candidates.jsonl"), "--labels", str(panel_file),
+                    "--repeats", "2")
+    assert name in json.dumps(cmp_)
     assert main(["noise", str(panel_file), "--bootstrap", "20"]) == 0
     capsys.readouterr()
     assert main(["report", str(run)]) == 0
