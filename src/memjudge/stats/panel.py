@@ -216,6 +216,7 @@ class EMFit:
     e: np.ndarray
     iterations: np.ndarray
     converged: np.ndarray
+    class_counts: np.ndarray | None = None  # (B, J, K) expected true classes among each judge's responses
 
 
 def response_patterns(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -280,18 +281,27 @@ def fit_patterns(R: np.ndarray, w: np.ndarray, method: str = "dawid-skene",
         stop = ~(new - loss[a] >= tol)  # NaN (a degenerate resample) stops too
         done[a[stop]] = True
         loss[a] = new
-    return EMFit(q, p, e, iters, done)
+    # expected count of each true class among each judge's responses: a rate resting on less
+    # than one expected item is not estimated (NaN), e.g. specificity when every verdict is supported
+    counts = np.matmul(np.swapaxes(q * w[:, :, None], 1, 2), R2).reshape(B, K, J, K).sum(axis=3).transpose(0, 2, 1)
+    return EMFit(q, p, e, iters, done, counts)
 
 
-def sens_spec(e: np.ndarray, prior: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray]:
+def sens_spec(e: np.ndarray, prior: np.ndarray, s: int, class_counts: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Sensitivity e[s, s] and prior-weighted specificity for `supported` (index s) vs the rest;
-    e (..., J, K, K), prior (..., K) → two (..., J) arrays."""
+    e (..., J, K, K), prior (..., K) → two (..., J) arrays. With `class_counts` (..., J, K), a
+    rate is NaN where the judge's responses hold less than one expected item of its classes."""
     K = e.shape[-1]
     rest = np.arange(K) != s
     pr = prior[..., None, :] * rest  # (..., 1, K) weights of the non-supported classes
     with np.errstate(invalid="ignore", divide="ignore"):
         spec = (pr * (1.0 - e[..., s, :])).sum(axis=-1) / pr.sum(axis=-1)
-    return e[..., s, s], spec
+    sens = e[..., s, s]
+    if class_counts is not None:
+        sens = np.where(class_counts[..., s] >= 1, sens, np.nan)
+        spec = np.where((class_counts * rest).sum(axis=-1) >= 1, spec, np.nan)
+    return sens, spec
 
 
 def majority_vote(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -425,7 +435,7 @@ def _bootstrap_errors(R, method, s, cluster, n_personas, B, seed, chunk=CHUNK):
     sens, spec, prior = [], [], []
     for start in range(0, B, chunk):
         fit = fit_patterns(P, W[start:start + chunk], method)
-        a, b = sens_spec(fit.e, fit.prior, s)
+        a, b = sens_spec(fit.e, fit.prior, s, fit.class_counts)
         sens.append(a)
         spec.append(b)
         prior.append(fit.prior)
@@ -439,7 +449,7 @@ def _errors_block(R, method, s, judges, classes, cluster, n_personas, B, seed):
         # truth, so none are given (use dawid-skene or one-coin for error rates)
         return None, None, None
     fit = fit_em(R, method)
-    sens, spec = sens_spec(fit.e[0], fit.prior[0], s)
+    sens, spec = sens_spec(fit.e[0], fit.prior[0], s, fit.class_counts[0])
     ci_s = ci_p = np.full((len(judges), 2), np.nan)
     ci_pr = np.full((len(classes), 2), np.nan)
     if B > 0 and n_personas > 1:
