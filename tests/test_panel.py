@@ -459,3 +459,14 @@ def test_bootstrap_intervals_cover_the_declared_rates():
     coverage = np.mean(hits, axis=0)
     assert coverage.mean() >= 0.88, coverage
     assert coverage.min() >= 0.8, coverage
+
+
+def test_gold_with_several_annotators_uses_their_majority(tmp_path):
+    labels = xsum_labels()
+    items = sorted(labels["assertion_id"].unique())[:3]
+    gold = pd.DataFrame({"assertion_id": [items[0]] * 3 + [items[1]] * 2 + [items[2]],
+                         "annotator": ["x", "y", "z", "x", "y", "x"],
+                         "verdict": ["supported", "supported", "unsupported", "supported", "unsupported", "unsupported"]})
+    res = memjudge.panel(labels, gold=gold, B=0)
+    assert res.gold["n_items"] == 2  # items[1]'s annotators tie
+    assert any("tie" in n for n in res.notes)

@@ -585,6 +585,13 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
 
     gold_out = None
     if gold is not None:
+        if gold["assertion_id"].duplicated().any():
+            # several annotators per item (memjudge annotate): the strict majority; a tie is no gold
+            from memjudge.agreement import majority_votes
+
+            gold, gold_ties = majority_votes(gold.assign(assertion_id=gold["assertion_id"].astype(str)), ["assertion_id"])
+            if gold_ties:
+                notes.append(f"{gold_ties} item(s) whose gold annotators tie: left out of the gold figures")
         gmap = dict(zip(gold["assertion_id"].astype(str), gold["verdict"]))
         gv = rs.items["assertion_id"].astype(str).map(gmap)
         gidx = np.array([classes.index(v) if isinstance(v, str) and v in classes else (-2 if isinstance(v, str) else -1)
