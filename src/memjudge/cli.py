@@ -187,16 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     # --- panel -------------------------------------------------------------------------
     pn = sub.add_parser("panel", help="consensus verdicts of several judges and each judge's error rates without gold")
-    pn.add_argument("labels", nargs="+")
+    pn.add_argument("labels", nargs="+", help="labels files of two or more judges (spec §6)")
     pn.add_argument("--judges", help="comma-separated judges of the panel (default: every judge in the labels)")
-    pn.add_argument("--method", choices=["majority", "dawid-skene", "one-coin"], default="dawid-skene")
-    pn.add_argument("--replicate", type=_replicate_choice, default=0)
+    pn.add_argument("--method", choices=["majority", "dawid-skene", "one-coin"], default="dawid-skene",
+                    help="dawid-skene (default; a confusion matrix per judge), one-coin (one accuracy per judge) or majority (ties: no verdict)")
+    pn.add_argument("--replicate", type=_replicate_choice, default=0,
+                    help="which verdict stands for a judge with replicates: an index (default 0) or 'majority'")
     pn.add_argument("--by", choices=["category"], help="error rates per category as well")
     pn.add_argument("--gold", help="gold labels: each judge's sensitivity and specificity measured beside the estimate")
-    pn.add_argument("--seed", type=int, default=0)
+    pn.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     pn.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     pn.add_argument("--out", required=True, help="the panel's labels file (.jsonl, .csv, .parquet); panel.json is written beside it")
-    pn.add_argument("--json", action="store_true")
+    pn.add_argument("--json", action="store_true", help="print panel.json to stdout")
     pn.set_defaults(func=cmd_panel)
 
     # --- batch -------------------------------------------------------------------------
