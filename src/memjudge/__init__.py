@@ -9,6 +9,7 @@ pipeline pulls in nothing heavy):
     memjudge.compare(...)     -> retention-policy comparison (Table 1)
     memjudge.robustness(...)  -> the comparison under each judge
     memjudge.simulate(...)    -> a synthetic corpus with known truth
+    memjudge.panel(...)       -> a judge panel's consensus labels and each judge's error rates
     memjudge.report(...)      -> Markdown/HTML report of a run directory
 """
 
@@ -25,6 +26,7 @@ _LAZY = {
     "compare": "memjudge.crossval:compare",
     "robustness": "memjudge.robustness:robustness",
     "simulate": "memjudge.simulate:simulate",
+    "panel": "memjudge.stats.panel:panel",
     "report": "memjudge.report:report",
     "read_candidates": "memjudge.io:read_candidates",
     "read_sources": "memjudge.io:read_sources",

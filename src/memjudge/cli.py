@@ -235,6 +235,22 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--export", choices=["label-studio"], help="write Label Studio tasks (--out TASKS.json) and their labelling config instead of serving")
     an.set_defaults(func=cmd_annotate)
 
+    # --- panel -------------------------------------------------------------------------
+    pn = sub.add_parser("panel", help="consensus verdicts of several judges and each judge's error rates without gold")
+    pn.add_argument("labels", nargs="+", help="labels files of two or more judges (spec §6)")
+    pn.add_argument("--judges", help="comma-separated judges of the panel (default: every judge in the labels)")
+    pn.add_argument("--method", choices=["majority", "dawid-skene", "one-coin"], default="dawid-skene",
+                    help="dawid-skene (default; a confusion matrix per judge), one-coin (one accuracy per judge) or majority (ties: no verdict)")
+    pn.add_argument("--replicate", type=_replicate_choice, default=0,
+                    help="which verdict stands for a judge with replicates: an index (default 0) or 'majority'")
+    pn.add_argument("--by", choices=["category"], help="error rates per category as well")
+    pn.add_argument("--gold", help="gold labels: each judge's sensitivity and specificity measured beside the estimate")
+    pn.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    pn.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
+    pn.add_argument("--out", required=True, help="the panel's labels file (.jsonl, .csv, .parquet); panel.json is written beside it")
+    pn.add_argument("--json", action="store_true", help="print panel.json to stdout")
+    pn.set_defaults(func=cmd_panel)
+
     # --- batch -------------------------------------------------------------------------
     b = sub.add_parser("batch", help="status or cancel of a run's provider batch jobs")
     bsub = b.add_subparsers(dest="batch_command", metavar="ACTION", parser_class=_Parser)
@@ -553,6 +569,21 @@ def cmd_annotate(args) -> int:
     print(f"stopped: {len(session.decisions):,} of {session.total:,} items labelled by {session.annotator} "
           f"({session.written:,} decisions this run) in {args.out}", file=sys.stderr)
     return 0
+
+
+def cmd_panel(args) -> int:
+    from pathlib import Path
+
+    from memjudge.stats.panel import panel
+
+    if Path(args.out).suffix.lower() not in (".jsonl", ".csv", ".parquet"):
+        raise UsageError(f"memjudge panel: --out must be a labels file (.jsonl, .csv or .parquet), got {args.out!r}")
+    judges = [j.strip() for j in args.judges.split(",") if j.strip()] if args.judges else None
+    res = panel(args.labels, judges=judges, method=args.method, replicate=args.replicate, by=args.by,
+                gold=args.gold, B=args.bootstrap, seed=args.seed)
+    labels_path, summary_path = res.write(args.out)
+    text = res.to_text() + f"\n\nwrote {labels_path} (judge {res.judge}) and {summary_path}"
+    return _emit_analysis(args, res.to_json(), text, None, res.notes)  # write() wrote panel.json
 
 
 def cmd_batch(args) -> int:

@@ -516,3 +516,59 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
                       label="mean")]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
     return fig
+
+
+# ---------------------------------------------------------------------------------------
+# judge panels
+
+
+@_paper_style
+def panel_error_rates(errors: pd.DataFrame, title: str | None = None) -> Figure:
+    """Each judge's sensitivity and specificity as a panel model estimated them (without gold),
+    against the same measured on gold labels when there are any.
+
+    `errors`: columns judge, measure ("sensitivity" | "specificity"), value, lo, hi (the
+    estimate) and gold, gold_lo, gold_hi (measured; NaN without gold). With gold: estimated
+    (y) against measured (x) with both intervals and the line y = x. Without gold: the
+    estimates with their intervals, one row per judge.
+    """
+    fig = _new_figure((6.5, 3.4))
+    if errors.empty:
+        return _empty(fig, "no panel error rates in this run")
+    axes = fig.subplots(1, 2)
+    judges = list(dict.fromkeys(errors["judge"]))
+    styles = judge_styles(judges)
+    has_gold = errors["gold"].notna().any()
+    for ax, measure in zip(axes, ("sensitivity", "specificity")):
+        _style(ax, "both")
+        d = errors[errors["measure"] == measure]
+        if has_gold:
+            vals = d[["value", "lo", "hi", "gold", "gold_lo", "gold_hi"]].to_numpy(dtype=float)
+            finite = vals[np.isfinite(vals)]
+            low = max(0.0, float(finite.min()) - 0.03) if finite.size else 0.0
+            ax.plot([low, 1], [low, 1], color=NEUTRAL, linewidth=0.8, linestyle="--", label="estimate = measured")
+            for i, r in enumerate(d.itertuples(index=False)):
+                colour = styles[r.judge][0]
+                ax.errorbar(r.gold, r.value, yerr=_yerr(r.value, r.lo, r.hi), xerr=_yerr(r.gold, r.gold_lo, r.gold_hi),
+                            fmt=MARKERS[judges.index(r.judge) % len(MARKERS)], color=colour, ecolor=colour,
+                            elinewidth=0.8, capsize=2, markersize=5, label=_short(r.judge))
+            ax.set_xlim(low, 1.005)
+            ax.set_ylim(low, 1.005)
+            ax.set_xlabel(f"Measured {measure} (gold)")
+            ax.set_ylabel(f"Estimated {measure} (no gold)")
+        else:
+            ys = np.arange(len(d))[::-1]
+            for y, r in zip(ys, d.itertuples(index=False)):
+                colour = styles[r.judge][0]
+                ax.errorbar(r.value, y, xerr=_yerr(r.value, r.lo, r.hi), fmt=MARKERS[judges.index(r.judge) % len(MARKERS)],
+                            color=colour, ecolor=colour, elinewidth=0.8, capsize=2, markersize=5)
+            ax.set_yticks(ys, [_short(j, 24) for j in d["judge"]])
+            ax.set_xlabel(f"Estimated {measure} (95% interval)")
+            ax.set_xlim(max(0.0, float(np.nanmin(d["lo"].fillna(d["value"]))) - 0.05) if d["value"].notna().any() else 0, 1.005)
+        ax.set_title(measure.capitalize())
+    if has_gold:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), frameon=False)
+    fig.suptitle(title or ("Judge error rates: panel estimate against gold" if has_gold else
+                           "Judge error rates estimated by the panel (no gold)"), fontsize=9.5)
+    return fig

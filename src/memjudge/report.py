@@ -6,7 +6,8 @@ files the analysis commands wrote with `--out RUN_DIR`:
 - `config.json`, `labels.jsonl`, `coverage.jsonl` (`memjudge score` / `memjudge simulate`),
 - `noise.json` and `agreement.json` (`memjudge noise` / `memjudge agreement`),
 - `compare.json`, `sweep.json`, `calibration.json` (`memjudge compare`),
-- `robustness.json` (`memjudge robustness`).
+- `robustness.json` (`memjudge robustness`),
+- `panel.json` (`memjudge panel`).
 
 Any of them may be absent: the report covers the parts present and says which are missing
 and which command writes them. The readers below accept the documented formats and are
@@ -54,6 +55,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "sweep.json": ("sweep", "memjudge compare ... --out RUN_DIR"),
     "calibration.json": ("calibration", "memjudge compare ... --out RUN_DIR"),
     "robustness.json": ("robustness", "memjudge robustness CANDIDATES --labels LABELS... --out RUN_DIR"),
+    "panel.json": ("panel", "memjudge panel LABELS... --out RUN_DIR/panel.jsonl"),
 }
 # Parts that describe a run rather than analyse it: not listed as missing when absent.
 QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judge_quality", "demo"}
@@ -197,6 +199,10 @@ def _validate(data: dict, files: dict) -> None:
         rob = data["robustness"]
         j = rob.get("units", rob.get("judges", []))
         _need(isinstance(j, (list, dict)), files["robustness"], "'units' must be a list of objects")
+    if "panel" in data:
+        j = data["panel"].get("judge_errors")
+        _need(isinstance(j, list) and all(isinstance(x, dict) and "judge" in x for x in j), files["panel"],
+              "'judge_errors' must be a list of objects with a 'judge' key")
 
 
 # ---------------------------------------------------------------------------------------
@@ -271,7 +277,9 @@ def _gated(run: Run) -> list[str]:
 
 
 def is_simulated(judge: str) -> bool:
-    return str(judge).startswith("sim:")
+    # a panel with a simulated member (panel:<method>(sim:a+...)) is simulated too
+    judge = str(judge)
+    return judge.startswith("sim:") or (judge.startswith("panel:") and ("(sim:" in judge or "+sim:" in judge))
 
 
 def judge_label(judge: str, run: Run | None = None) -> str:
@@ -936,6 +944,76 @@ def _agreement_tables(run: Run) -> list[Table]:
     return out
 
 
+def panel_error_frame(run: Run) -> pd.DataFrame:
+    """panel.json's judge_errors as rows (judge, measure, value, lo, hi, gold, gold_lo, gold_hi)."""
+    rows = []
+    for r in (run.get("panel") or {}).get("judge_errors", []):
+        for m in ("sensitivity", "specificity"):
+            est, gold = r.get(m) or {}, r.get(f"gold_{m}") or {}
+            rows.append({"judge": judge_label(r["judge"], run), "measure": m, "value": num(est.get("value")),
+                         "lo": num(est.get("lo")), "hi": num(est.get("hi")), "gold": num(gold.get("value")),
+                         "gold_lo": num(gold.get("lo")), "gold_hi": num(gold.get("hi"))})
+    df = pd.DataFrame(rows, columns=["judge", "measure", "value", "lo", "hi", "gold", "gold_lo", "gold_hi"])
+    return df[df["value"].notna()] if not df.empty else df
+
+
+def _panel_blocks(run: Run, figures: dict) -> list:
+    """The judge-panel section (panel.json): consensus, prior, each judge's error rates."""
+    pan = run.get("panel")
+    if not pan:
+        return []
+
+    def ci(e):
+        e = e if isinstance(e, dict) else {}
+        return coef_ci(e.get("value"), [e.get("lo"), e.get("hi")])
+
+    out: list = [Heading("Judge panel")]
+    if pan.get("simulated"):
+        out.append(Note("Simulated: the panel's judges are simulated judges with declared error rates."))
+    prior = pan.get("prior") or {}
+    verdicts = pan.get("verdicts") or {}
+    text = (f"{pan.get('judge', 'The panel')}: {_int(pan.get('n_items'))} items, {len(pan.get('judges', []))} judges"
+            + (f", {_int(pan.get('iterations'))} EM iterations" if pan.get("method") != "majority" else "")
+            + ". Class prior: " + ", ".join(f"{k} {coef(v)}" for k, v in prior.items())
+            + (". Consensus verdicts: " + ", ".join(f"{k} {_int(v)}" for k, v in verdicts.items()) if verdicts else "")
+            + ".")
+    out.append(Para(text))
+    errs = pan.get("judge_errors", [])
+    gold = any(r.get("gold_sensitivity") for r in errs)
+    header = ["Judge", "Sensitivity [95% CI]", "Specificity [95% CI]"]
+    if gold:
+        header += ["Gold sensitivity [95% CI]", "Gold specificity [95% CI]"]
+    rows = []
+    for r in errs:
+        row = [judge_label(r["judge"], run), ci(r.get("sensitivity")), ci(r.get("specificity"))]
+        if gold:
+            row += [ci(r.get("gold_sensitivity")), ci(r.get("gold_specificity"))]
+        rows.append(row)
+    defs = pan.get("definitions") or {}
+    if not any(num((r.get("sensitivity") or {}).get("value")) is not None for r in errs):
+        out.append(Para("Majority vote has no latent model, so it estimates no error rates "
+                        "(memjudge panel --method dawid-skene or one-coin does)."))
+        return out
+    out.append(Table(f"Each judge's error rates estimated by the panel ({pan.get('method')}) without gold"
+                     + (", beside the same measured on gold labels" if gold else "") + ". Data: panel.json.",
+                     header, rows, "; ".join(f"{k}: {v}" for k, v in defs.items())))
+    g = pan.get("gold") or {}
+    if g.get("accuracy"):
+        out.append(Table(f"Accuracy against gold ({_int(g.get('n_items'))} items with gold). Data: panel.json.",
+                         ["Judge", "Accuracy [95% CI]"],
+                         [[judge_label(k, run), ci(v)] for k, v in g["accuracy"].items()]))
+    cats = pan.get("by_category") or []
+    if cats:
+        crow = [[str(c.get("category")), judge_label(r["judge"], run), _int(r.get("n_items")),
+                 ci(r.get("sensitivity")), ci(r.get("specificity"))]
+                for c in cats for r in c.get("judge_errors", [])]
+        out.append(Table("Error rates per category (a separate fit per category). Data: panel.json.",
+                         ["Category", "Judge", "Items", "Sensitivity [95% CI]", "Specificity [95% CI]"], crow))
+    if "panel_errors" in figures:
+        out.append(FigureBlock(*figures["panel_errors"]))
+    return out
+
+
 def _robustness_tables(run: Run) -> list[Table]:
     rob = run.get("robustness") or {}
     out = []
@@ -1021,6 +1099,7 @@ FIGURE_FILES = {
     "flip_rate": "fig_flip_rate.png",
     "agreement": "fig_agreement.png",
     "fold_differences": "fig_fold_differences.png",
+    "panel_errors": "fig_panel_errors.png",
 }
 
 
@@ -1099,6 +1178,14 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
         save("fold_differences", F.fold_differences(diffs, (run.get("compare") or {}).get("paired")),
              "Per-fold paired differences targeted − global (points), with the mean, the percentile interval and "
              "the Nadeau–Bengio interval. Data: compare.json (folds_detail, paired).")
+    pe = panel_error_frame(run)
+    if not pe.empty:
+        pan = run.get("panel") or {}
+        save("panel_errors", F.panel_error_rates(pe),
+             f"Each judge's sensitivity and specificity estimated by {pan.get('method', 'the panel')} without gold"
+             + (", against the same measured on gold labels (dashed: estimate = measured)" if pe["gold"].notna().any()
+                else "") + ", with 95% persona-cluster intervals"
+             + (". Simulated judges" if pan.get("simulated") else "") + ". Data: panel.json.")
     return made
 
 
@@ -1238,6 +1325,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         blocks.append(Heading("Agreement between judges"))
         blocks += _agreement_tables(run)
         fig("agreement")
+    blocks += _panel_blocks(run, figures)
     q = run.get("judge_quality")
     if q:
         blocks.append(Heading("The embedded judge against gold labels"))
