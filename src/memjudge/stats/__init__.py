@@ -1,0 +1,1 @@
+"""Statistics: pure functions over numpy arrays and pandas frames."""
