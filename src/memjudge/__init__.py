@@ -10,6 +10,8 @@ pipeline pulls in nothing heavy):
     memjudge.robustness(...)  -> the comparison under each judge
     memjudge.simulate(...)    -> a synthetic corpus with known truth
     memjudge.report(...)      -> Markdown/HTML report of a run directory
+    memjudge.sample(...)      -> the items to label by hand (inclusion probabilities)
+    memjudge.estimate(...)    -> support rates: judge only, gold only, PPI++
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ _LAZY = {
     "robustness": "memjudge.robustness:robustness",
     "simulate": "memjudge.simulate:simulate",
     "report": "memjudge.report:report",
+    "estimate": "memjudge.stats.estimate:estimate",
+    "sample": "memjudge.sampling:sample",
     "read_candidates": "memjudge.io:read_candidates",
     "read_sources": "memjudge.io:read_sources",
     "read_facts": "memjudge.io:read_facts",

@@ -305,14 +305,16 @@ def read_facts(path, *, keep_line: bool = False) -> pd.DataFrame:
     return _finish(df, keep_line)
 
 
-def read_gold(path, *, keep_line: bool = False) -> pd.DataFrame:
-    """Gold labels: assertion_id, verdict (a non-empty string)."""
+def read_gold(path, *, keep_line: bool = False, unique: bool = True) -> pd.DataFrame:
+    """Gold labels: assertion_id, verdict (a non-empty string). `unique=False` keeps repeated
+    ids (several annotators, relabelling: `memjudge estimate` resolves them)."""
     path = Path(path)
     df = read_table(path)
     _require_columns(df, path, GOLD_COLUMNS)
     _as_id(df, path, "assertion_id")
     _as_id(df, path, "verdict")
-    _check_unique(df, path, ["assertion_id"], "assertion_id")
+    if unique:
+        _check_unique(df, path, ["assertion_id"], "assertion_id")
     return _finish(df, keep_line)
 
 

@@ -154,3 +154,131 @@ def ppi_mean_clt(y_gold, yhat_gold, yhat_unlabeled, *, w_gold=None, w_unlabeled=
     z = norm.ppf(1 - (1 - level) / 2)
     se = np.sqrt(var)
     return float(theta), float(theta - z * se), float(theta + z * se), float(lam_used)
+
+
+# ---------------------------------------------------------------------------------------
+# judge-only, gold-only and PPI++ side by side, per group, with intervals
+
+def _judge_only(J):
+    """Support rate of the judge's valid verdicts from (..., 2) sums [valid, supported]."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(J[..., 0] > 0, J[..., 1] / J[..., 0], np.nan)
+
+
+def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w_unlabeled=None,
+                    n_personas: int | None = None, interval: str = "bootstrap", W=None,
+                    B: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """Judge-only, gold-only and PPI++ support rates with `level` intervals for one set of items.
+
+    Per item (all arrays of one length): ``persona`` an integer code 0..n_personas-1; ``gold``
+    True where a gold verdict exists and then ``y`` ∈ {0, 1} is it; ``yhat`` ∈ {0, 1} the judge's
+    prediction used by PPI; ``judge_valid``/``judge_sup`` the judge's valid / supported flags
+    (judge-only = supported / valid); ``w`` the gold items' weights (1/inclusion probability),
+    ``w_unlabeled`` the other items' weights.
+
+    interval "bootstrap": resample personas with ``W`` (or ``cluster_weights(n_personas, B,
+    seed)``), recomputing λ and every estimate in each resample from per-persona sums;
+    percentile interval; variances are the replicates' variances. "clt": the iid CLT intervals
+    (PPI++ equal to ``ppi_py.ppi_mean_ci``; gold-only its λ = 0 case; judge-only Wald).
+
+    Returns a dict of floats: judge/gold/ppi value, lo, hi, var; ppi lambda; n_gold;
+    effective_gold_n = n_gold · var(gold-only) / var(PPI++) (NaN where undefined).
+    """
+    from memjudge.bootstrap import cluster_sums, cluster_weights, percentile_interval
+
+    persona = np.asarray(persona, dtype=np.int64)
+    gold = np.asarray(gold, dtype=bool)
+    y = np.where(gold, np.asarray(y, dtype=float), 0.0)
+    yhat = np.asarray(yhat, dtype=float)
+    w = np.ones(len(persona)) if w is None else np.asarray(w, dtype=float)
+    wu = np.ones(len(persona)) if w_unlabeled is None else np.asarray(w_unlabeled, dtype=float)
+    n_p = int(n_personas if n_personas is not None else (persona.max() + 1 if len(persona) else 0))
+    Lf = labelled_features(y, yhat, w) * gold[:, None]
+    Uf = unlabelled_features(yhat, wu) * (~gold)[:, None]
+    Jf = np.column_stack([np.asarray(judge_valid, float), np.asarray(judge_sup, float) * np.asarray(judge_valid, float)])
+    Lp, Up, Jp = (cluster_sums(persona, f, n_p) for f in (Lf, Uf, Jf))
+    L, U, J = Lp.sum(0), Up.sum(0), Jp.sum(0)
+    theta, lam, v_ppi = ppi_from_sums(L, U)
+    g0, _, v_gold = ppi_from_sums(L, U, lam=0.0)
+    j0 = float(_judge_only(J))
+    out = dict(judge_value=j0, gold_value=float(g0), ppi_value=float(theta), ppi_lambda=float(lam),
+               n_gold=int(L[0]), n_items=int(len(persona)))
+    z = norm.ppf(1 - (1 - level) / 2)
+    if interval == "clt":
+        v_judge = j0 * (1 - j0) / J[0] if J[0] > 0 else np.nan
+        for name, val, var in (("judge", j0, v_judge), ("gold", float(g0), float(v_gold)), ("ppi", float(theta), float(v_ppi))):
+            se = np.sqrt(var) if np.isfinite(var) else np.nan
+            out.update({f"{name}_lo": val - z * se, f"{name}_hi": val + z * se, f"{name}_var": float(var)})
+    elif interval == "bootstrap":
+        if W is None:
+            W = cluster_weights(n_p, B, seed) if n_p >= 2 else None
+        if W is None:  # one persona: nothing to resample
+            for name in ("judge", "gold", "ppi"):
+                out.update({f"{name}_lo": np.nan, f"{name}_hi": np.nan, f"{name}_var": np.nan})
+        else:
+            Lb, Ub, Jb = W @ Lp, W @ Up, W @ Jp
+            tb, _, _ = ppi_from_sums(Lb, Ub)          # λ re-tuned in every resample
+            gb, _, _ = ppi_from_sums(Lb, Ub, lam=0.0)
+            jb = _judge_only(Jb)
+            for name, reps in (("judge", jb), ("gold", gb), ("ppi", tb)):
+                lo, hi = percentile_interval(reps, level)
+                ok = np.isfinite(reps)
+                var = float(np.var(reps[ok], ddof=1)) if ok.sum() > 1 else np.nan
+                out.update({f"{name}_lo": float(lo), f"{name}_hi": float(hi), f"{name}_var": var})
+    else:
+        raise ValueError(f"interval must be 'bootstrap' or 'clt', got {interval!r}")
+    # A support rate lies in [0, 1]: cutting an interval there keeps its coverage (PPI's point
+    # estimate itself can stray outside; it is left as computed).
+    for name in ("judge", "gold", "ppi"):
+        if np.isfinite(out[f"{name}_lo"]):
+            out[f"{name}_lo"] = float(min(max(out[f"{name}_lo"], 0.0), 1.0))
+            out[f"{name}_hi"] = float(min(max(out[f"{name}_hi"], 0.0), 1.0))
+    vg, vp = out["gold_var"], out["ppi_var"]
+    out["effective_gold_n"] = (float(out["n_gold"] * vg / vp)
+                               if np.isfinite(vg) and np.isfinite(vp) and vp > 0 else np.nan)
+    out["sums"] = (L, U)
+    return out
+
+
+def planned_gold_n(L, U, half_width: float, measured_var: float, level: float = 0.95) -> dict:
+    """How many gold items give a PPI++ interval of half-width ``half_width``.
+
+    The CLT variance of θ(λ) at the measured per-item moments (judge variance, judge–gold
+    covariance, gold variance: the pilot's ``L``, ``U`` sums), with λ re-optimised for each n,
+    is var(n) = λ² s_u / (N_total − n) + (s_y − 2λc + λ² s_ŷ) / n. It is scaled by
+    measured_var / var(n_pilot), which carries the pilot's design effect (persona clustering
+    under the bootstrap, weights) over to larger n. Returns n_total_needed (None when even
+    labelling every item would not do), n_more, and the predicted half-width at that n.
+    """
+    m = _moments(L, U)
+    n0, N0 = float(m["n"]), float(m["N"])
+    total = n0 + N0
+    if n0 < 2 or not np.isfinite(measured_var):
+        return {"half_width": half_width, "n_gold_needed": None, "n_more": None, "reachable": False,
+                "note": "needs at least 2 gold items and a finite pilot variance"}
+    s_y = m["w2YY"] / n0 - (m["wY"] / n0) ** 2
+    c = m["w2YYh"] / n0 - (m["wY"] / n0) * (m["wYh"] / n0)
+    s_yh = m["w2YhYh"] / n0 - (m["wYh"] / n0) ** 2
+    s_u = (m["u_w2YhYh"] / N0 - (m["u_wYh"] / N0) ** 2) if N0 > 0 else s_yh
+
+    def var_at(n):
+        nu = np.maximum(total - n, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lam = np.where(nu > 0, (c / n) / (s_u / np.maximum(nu, 1) + s_yh / n), 0.0)
+            lam = np.clip(np.nan_to_num(lam), 0.0, 1.0)
+            v = np.where(nu > 0, lam * lam * s_u / np.maximum(nu, 1), 0.0) + (s_y - 2 * lam * c + lam * lam * s_yh) / n
+        return np.maximum(v, 0.0)
+
+    z = norm.ppf(1 - (1 - level) / 2)
+    v0 = float(var_at(np.array([n0]))[0])
+    scale = measured_var / v0 if v0 > 0 else 1.0
+    ns = np.arange(int(n0), int(total) + 1, dtype=float)
+    hw = z * np.sqrt(scale * var_at(ns))
+    ok = np.flatnonzero(hw <= half_width)
+    if len(ok) == 0:
+        return {"half_width": half_width, "n_gold_needed": None, "n_more": None, "reachable": False,
+                "predicted_half_width_all_gold": float(hw[-1]),
+                "note": "not reachable even with every item labelled"}
+    n_need = int(ns[ok[0]])
+    return {"half_width": half_width, "n_gold_needed": n_need, "n_more": n_need - int(n0), "reachable": True,
+            "predicted_half_width": float(hw[ok[0]]), "design_effect": float(scale)}
