@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--policy", choices=["targeted", "global", "per_category"], default="targeted")
     m.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy",
                    help="per_category fit: greedy coordinate ascent (default, linear) or the exact optimum")
+    m.add_argument("--gold", help="hand labels (assertion_id, verdict[, annotator, labelled_at]; a labelled `memjudge "
+                                  "sample` file is weighted by its inclusion_prob): held-out faithfulness also "
+                                  "estimated by PPI++ (thresholds still fitted on the judge's labels)")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_compare)
 
@@ -135,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--folds", type=_positive_int, default=5)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy")
+    r.add_argument("--gold", help="hand labels: each judge's held-out faithfulness also estimated by PPI++")
     r.add_argument("--out")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_robustness)
@@ -333,7 +337,7 @@ def cmd_compare(args) -> int:
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method,
+        per_category=args.per_category_method, gold=args.gold,
     )
     if args.out:
         res.write_run(args.out, candidates=args.candidates, labels=args.labels, coverage=args.coverage, seed=args.seed)
@@ -353,7 +357,7 @@ def cmd_robustness(args) -> int:
     res = robustness(
         args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method,
+        per_category=args.per_category_method, gold=args.gold,
     )
     text = res.render() + (f"\n\nwrote robustness.json to {args.out}" if args.out else "")
     return _emit_analysis(args, res.to_json(), text, "robustness.json")
