@@ -1009,7 +1009,8 @@ def _estimate_sentence(g: dict, simulated: bool) -> str | None:
     s += (f"; corrected with {_int(g.get('n_gold'))} {gold}: {pct_ci(pv, g.get('ppi'))}%"
           f" (gold only {pct_ci((g.get('gold_only') or {}).get('value'), g.get('gold_only'))}%")
     eff = num(g.get("effective_gold_n"))
-    if eff is not None:
+    glo, ghi = interval(g.get("gold_only"))
+    if eff is not None and eff > 0 and glo is not None and ghi is not None and ghi > glo:
         s += f"; as precise as {_int(eff)} gold labels alone"
     lo, hi = interval(g.get("ppi"))
     if lo is not None and hi is not None and jv is not None:
