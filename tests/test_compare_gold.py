@@ -198,7 +198,7 @@ def test_a_strict_judge_misorders_the_policies_and_ppi_recovers_the_truth(corpus
     assert first["ordering"] == {"judge": False, "ppi": True, "survives": False}
 
 
-def test_folds_without_gold_are_null_and_counted(corpus, cli, tmp_path):
+def test_folds_without_gold_are_null_and_counted(corpus):
     c, d, paths = corpus
     lab = sim_labels(corpus, "paper")
     # gold on the first two personas only: most held-out folds have none
