@@ -13,7 +13,7 @@ import pytest
 import memjudge
 from memjudge.bootstrap import cluster_weights, percentile_interval
 from memjudge.cli import main
-from memjudge.stats.ppi import ppi_mean_point
+from memjudge.stats.ppi import ppi_mean_point, three_estimates
 
 ppi_py = pytest.importorskip("ppi_py")
 
@@ -183,8 +183,18 @@ def test_bootstrap_equals_a_loop_over_resampled_personas():
         gi, ui = idx[is_gold[idx]], idx[~is_gold[idx]]
         reps.append(ppi_mean_point(truth[gi].astype(float), judge[gi].astype(float), judge[ui].astype(float))[0])
     lo, hi = percentile_interval(np.array(reps))
-    assert grp["ppi"]["lo"] == pytest.approx(lo, abs=1e-9)
-    assert grp["ppi"]["hi"] == pytest.approx(hi, abs=1e-9)
+    args = (pcode, truth.astype(float), judge.astype(float), is_gold, np.ones(len(truth), bool), judge)
+    raw = three_estimates(*args, n_personas=len(personas), W=W, pad=False)
+    assert raw["ppi_lo"] == pytest.approx(lo, abs=1e-9)
+    assert raw["ppi_hi"] == pytest.approx(hi, abs=1e-9)
+    # The default adds the small-count floor: the percentile interval, widened where needed to the
+    # CLT interval with one pseudo gold item of each disagreement (Y=1, Ŷ=0 and Y=0, Ŷ=1).
+    Y, Yh = truth[is_gold].astype(float), judge[is_gold].astype(float)
+    plo, phi = ppi_py.ppi_mean_ci(np.r_[Y, 1.0, 0.0], np.r_[Yh, 0.0, 1.0], judge[~is_gold].astype(float),
+                                  alpha=0.05, lam=grp["ppi"]["lambda"])
+    half = (float(np.ravel(phi)[0]) - float(np.ravel(plo)[0])) / 2
+    assert grp["ppi"]["lo"] == pytest.approx(min(lo, grp["ppi"]["value"] - half), abs=1e-9)
+    assert grp["ppi"]["hi"] == pytest.approx(max(hi, grp["ppi"]["value"] + half), abs=1e-9)
     # The estimate itself does not depend on the interval method.
     clt = memjudge.estimate(lab, gold, interval="clt").to_dict()["groups"][0]
     assert clt["ppi"]["value"] == pytest.approx(grp["ppi"]["value"], abs=1e-12)

@@ -167,7 +167,7 @@ def _judge_only(J):
 
 def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w_unlabeled=None,
                     n_personas: int | None = None, interval: str = "bootstrap", W=None,
-                    B: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+                    B: int = 2000, seed: int = 0, level: float = 0.95, pad: bool = True) -> dict:
     """Judge-only, gold-only and PPI++ support rates with `level` intervals for one set of items.
 
     Per item (all arrays of one length): ``persona`` an integer code 0..n_personas-1; ``gold``
@@ -178,7 +178,8 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
 
     interval "bootstrap": resample personas with ``W`` (or ``cluster_weights(n_personas, B,
     seed)``), recomputing λ and every estimate in each resample from per-persona sums;
-    percentile interval; variances are the replicates' variances. "clt": the iid CLT intervals
+    percentile interval, widened where needed by the small-count floor (``pad``, see the code);
+    variances are the replicates' variances. "clt": the iid CLT intervals
     (PPI++ equal to ``ppi_py.ppi_mean_ci``; gold-only its λ = 0 case; judge-only Wald).
 
     Returns a dict of floats: judge/gold/ppi value, lo, hi, var; ppi lambda; n_gold;
@@ -225,6 +226,22 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
                 ok = np.isfinite(reps)
                 var = float(np.var(reps[ok], ddof=1)) if ok.sum() > 1 else np.nan
                 out.update({f"{name}_lo": float(lo), f"{name}_hi": float(hi), f"{name}_var": var})
+            if pad and L[0] > 0:
+                # Small-count floor. Resampling cannot show judge errors the gold sample happened
+                # not to contain: with few gold items and an accurate judge, the rectifier's
+                # replicates barely vary and the percentile interval collapses onto the judge's
+                # (bench/ppi.py: 50% coverage when no gold item disagreed with the judge). So the
+                # interval is widened, where needed, to the CLT interval at the same λ computed
+                # with one pseudo gold item of each disagreement added (Y=1, Ŷ=0 and Y=0, Ŷ=1,
+                # at the mean gold weight) — Agresti–Coull's remedy for rare counts.
+                wbar = L[1] / L[0]
+                Lpad = L + labelled_features([1.0, 0.0], [0.0, 1.0], [wbar, wbar]).sum(axis=0)
+                for name, lam_p in (("gold", 0.0), ("ppi", float(lam))):
+                    th, _, vpad = ppi_from_sums(Lpad, U, lam=lam_p)
+                    val = float(g0) if name == "gold" else float(theta)
+                    half = z * np.sqrt(float(vpad))
+                    out[f"{name}_lo"] = float(np.fmin(out[f"{name}_lo"], val - half))
+                    out[f"{name}_hi"] = float(np.fmax(out[f"{name}_hi"], val + half))
     else:
         raise ValueError(f"interval must be 'bootstrap' or 'clt', got {interval!r}")
     # A support rate lies in [0, 1]: cutting an interval there keeps its coverage (PPI's point
@@ -278,7 +295,8 @@ def planned_gold_n(L, U, half_width: float, measured_var: float, level: float = 
     if len(ok) == 0:
         return {"half_width": half_width, "n_gold_needed": None, "n_more": None, "reachable": False,
                 "predicted_half_width_all_gold": float(hw[-1]),
-                "note": "not reachable even with every item labelled"}
+                "note": f"not reachable even with every item labelled (predicted half-width {hw[-1]:.4f}): "
+                        f"the persona sampling and the design set a floor that only more personas lower"}
     n_need = int(ns[ok[0]])
     return {"half_width": half_width, "n_gold_needed": n_need, "n_more": n_need - int(n0), "reachable": True,
             "predicted_half_width": float(hw[ok[0]]), "design_effect": float(scale)}
