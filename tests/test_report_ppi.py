@@ -133,6 +133,17 @@ def test_section_reads_the_json(run):
     assert cells["Targeted − global (paired)"] == f"{100 * p['mean']:+.2f} [{100 * p['lo']:+.2f}, {100 * p['hi']:+.2f}]"
 
 
+def test_robustness_gold_summary_sentence(run):
+    rob = {"gate": ["values"], "units": [], "summary": {
+        "judges": 3, "units": 3, "faithfulness_ppi": {"judges": 2, "units": 2, "judges_defined": 3, "units_defined": 3,
+                                                      "survives_judges": 1, "survives_units": 1}}}
+    (run / "robustness.json").write_text(json.dumps(rob))
+    report(run, formats="md", dpi=40)
+    md = (run / "report.md").read_text()
+    assert ("PPI++ puts targeted ≥ global on held-out faithfulness under 2 of 3 judges' labels; each judge's own "
+            "ordering survives the correction for 1 of 3 judges") in md
+
+
 def test_missing_estimate_names_its_command(run):
     (run / "estimate.json").unlink()
     res = report(run, formats="md", dpi=40)

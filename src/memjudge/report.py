@@ -1083,7 +1083,8 @@ def corrected_section(run: Run, figures: dict) -> list:
     forest plot, sentences) and compare.json's PPI++ ordering; names `memjudge estimate` when
     estimate.json is absent."""
     est, gold = run.get("estimate"), (run.get("compare") or {}).get("gold")
-    if not est and not isinstance(gold, dict):
+    rob_ppi = ((run.get("robustness") or {}).get("summary") or {}).get("faithfulness_ppi")
+    if not est and not isinstance(gold, dict) and not isinstance(rob_ppi, dict):
         return []
     simulated = _simulated_gold(run)
     blocks: list = [Heading("Judge-corrected estimates")]
@@ -1132,6 +1133,13 @@ def corrected_section(run: Run, figures: dict) -> list:
             f"faithfulness with {_int(gold.get('n_matched'))} {'simulated ' if simulated else ''}gold labels; "
             f"write-all {pct(wa.get('judge'))}% by the judge, {pct(wa.get('ppi'))}% corrected. "
             + ordering_sentence(gold.get("ordering") or {}, (gold.get("paired") or {}).get("ppi"))))
+    if isinstance(rob_ppi, dict) and num(rob_ppi.get("judges_defined")):
+        n_j = _int(((run.get("robustness") or {}).get("summary") or {}).get("judges"))
+        blocks.append(Para(
+            f"Across judges (robustness --gold): PPI++ puts targeted ≥ global on held-out faithfulness under "
+            f"{_int(rob_ppi.get('judges'))} of {_int(rob_ppi.get('judges_defined'))} judges' labels; each judge's own "
+            f"ordering survives the correction for {_int(rob_ppi.get('survives_judges'))} of {n_j} judges. "
+            "Data: robustness.json (summary.faithfulness_ppi)."))
     return blocks
 
 
