@@ -116,3 +116,22 @@ def test_interval_coverage_in_simulation():
     assert cov["judge"] <= 20
     assert np.mean(width["ppi"]) < np.mean(width["gold"])
     assert np.mean(width["ppi"]) < 0.25   # an interval can't buy coverage by being uselessly wide
+
+
+def test_linearised_variance_equals_ppi_py_without_weights_and_a_direct_sum_with():
+    from memjudge.stats.ppi import _hajek_var, _moments, labelled_features, unlabelled_features
+
+    y, yhat, yu = _case(3)
+    L, U = labelled_features(y, yhat).sum(0), unlabelled_features(yu).sum(0)
+    lo, hi = ppi_py.ppi_mean_ci(y, yhat, yu, alpha=0.05, lam=0.7)
+    from scipy.stats import norm
+    assert np.sqrt(_hajek_var(_moments(L, U), 0.7)) * 2 * norm.ppf(0.975) == pytest.approx(
+        float(np.ravel(hi - lo)[0]), abs=1e-9)
+    rng = np.random.default_rng(0)
+    w, wu = rng.uniform(1, 20, len(y)), rng.uniform(1, 2, len(yu))
+    L, U = labelled_features(y, yhat, w).sum(0), unlabelled_features(yu, wu).sum(0)
+    r = y - 0.7 * yhat
+    rb = np.sum(w * r) / np.sum(w)
+    mu = np.sum(wu * yu) / np.sum(wu)
+    direct = np.sum(w**2 * (r - rb) ** 2) / np.sum(w) ** 2 + 0.49 * np.sum(wu**2 * (yu - mu) ** 2) / np.sum(wu) ** 2
+    assert _hajek_var(_moments(L, U), 0.7) == pytest.approx(direct, rel=1e-9)

@@ -108,6 +108,22 @@ def _clt_var(m, lam):
     return np.maximum(v_imp, 0.0) + np.maximum(v_rect, 0.0)
 
 
+def _hajek_var(m, lam):
+    """Linearised (Hájek) variance of θ(λ): Σw²(r − r̄)² / (Σw)² per set, r = Y − λŶ on the gold
+    items and λŶ on the others. Without weights it equals ``_clt_var`` (ppi_py's); with
+    inclusion-probability weights it centres the residuals before weighting, where ppi_py's
+    formula takes the variance of w·r, inflated by the spread of the weights themselves."""
+    n, N = m["n"], m["N"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rbar = (m["wY"] - lam * m["wYh"]) / n
+        s_rr = m["w2YY"] - 2 * lam * m["w2YYh"] + lam * lam * m["w2YhYh"]
+        s_r = m["w2Y"] - lam * m["w2Yh"]
+        v_rect = (s_rr - 2 * rbar * s_r + rbar * rbar * m["w2"]) / (n * n)
+        mu = m["u_wYh"] / N
+        v_imp = np.where(N > 0, lam * lam * (m["u_w2YhYh"] - 2 * mu * m["u_w2Yh"] + mu * mu * m["u_w2"]) / (N * N), 0.0)
+    return np.maximum(v_imp, 0.0) + np.maximum(v_rect, 0.0)
+
+
 def ppi_from_sums(L, U, lam=None):
     """PPI++ from feature sums of any leading shape (..., 10) and (..., 6).
 
@@ -233,11 +249,14 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
                 # (bench/ppi.py: 50% coverage when no gold item disagreed with the judge). So the
                 # interval is widened, where needed, to the CLT interval at the same λ computed
                 # with one pseudo gold item of each disagreement added (Y=1, Ŷ=0 and Y=0, Ŷ=1,
-                # at the mean gold weight) — Agresti–Coull's remedy for rare counts.
+                # at the mean gold weight) — Agresti–Coull's remedy for rare counts. The
+                # variance is the linearised one (ppi_py's without weights; with weights it
+                # does not count the weights' own spread as noise).
                 wbar = L[1] / L[0]
                 Lpad = L + labelled_features([1.0, 0.0], [0.0, 1.0], [wbar, wbar]).sum(axis=0)
+                mpad = _moments(Lpad, U)
                 for name, lam_p in (("gold", 0.0), ("ppi", float(lam))):
-                    th, _, vpad = ppi_from_sums(Lpad, U, lam=lam_p)
+                    vpad = _hajek_var(mpad, lam_p)
                     val = float(g0) if name == "gold" else float(theta)
                     half = z * np.sqrt(float(vpad))
                     out[f"{name}_lo"] = float(np.fmin(out[f"{name}_lo"], val - half))
