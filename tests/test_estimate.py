@@ -330,3 +330,27 @@ def test_bad_arguments(tmp_path, capsys):
                       (["--judge", "sim:other"], "not in labels")):
         code, _, err = _run(capsys, "estimate", lp, "--gold", gp, *args)
         assert code == 2 and msg in err and err.count("\n") == 1
+
+
+def test_majority_of_replicates_and_bad_inclusion_prob(tmp_path, capsys):
+    ids = [f"a{i}" for i in range(6)]
+    rows = []
+    for i, aid in enumerate(ids):
+        # replicates 0, 1, 2: the majority is 'supported' for a0..a3, 'unsupported' for a4, a5
+        for r, v in enumerate(["supported", "supported", "unsupported"] if i < 4 else ["supported", "unsupported", "unsupported"]):
+            rows.append({"assertion_id": aid, "persona_id": f"p{i}", "category": "c", "judge": "sim:j",
+                         "rubric": "support", "replicate": r, "verdict": v})
+    lp = _write_jsonl(tmp_path / "l.jsonl", rows)
+    gp = _write_jsonl(tmp_path / "g.jsonl", [{"assertion_id": "a0", "verdict": "supported"},
+                                              {"assertion_id": "a4", "verdict": "supported"}])
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp, "--replicate", "majority", "--json")
+    assert code == 0, err
+    grp = json.loads(out)["groups"][0]
+    assert grp["judge_only"]["value"] == pytest.approx(4 / 6)
+    assert grp["judge_accuracy_on_gold"] == pytest.approx(0.5)
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp, "--replicate", "2", "--json")
+    assert json.loads(out)["groups"][0]["judge_only"]["value"] == pytest.approx(0.0)
+    bad = _write_jsonl(tmp_path / "s.jsonl", [{"assertion_id": "a0", "verdict": "supported", "inclusion_prob": 0,
+                                               "stratum": "all", "strata_by": ""}])
+    code, out, err = _run(capsys, "estimate", lp, "--gold", bad)
+    assert code == 2 and "'inclusion_prob' must be a number in (0, 1]" in err and "s.jsonl:1" in err
