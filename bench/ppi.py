@@ -116,7 +116,7 @@ def main(argv=None) -> int:
 
     print(f"PPI++ coverage bench: pool {args.pool} personas / {len(cand):,} items (simulated, preset paper), "
           f"{args.studies} studies of {args.personas} personas (~{int(np.mean([len(s[0]) for s in studies])):,} items) "
-          f"with {args.n_gold} uniform gold items; 95% intervals, persona bootstrap B = {args.B}")
+          f"with {args.n_gold} gold items ({args.design}); 95% intervals, persona bootstrap B = {args.B}")
     print(f"true support rate: all {true_rate['all']:.4f}, values {true_rate['values']:.4f}\n")
     designs = ["uniform", "stratified"] if args.design == "both" else [args.design]
     rows = []

@@ -188,9 +188,9 @@ def test_bootstrap_equals_a_loop_over_resampled_personas():
     assert raw["ppi_lo"] == pytest.approx(lo, abs=1e-9)
     assert raw["ppi_hi"] == pytest.approx(hi, abs=1e-9)
     # The default adds the small-count floor: the percentile interval, widened where needed to the
-    # CLT interval with one pseudo gold item of each disagreement (Y=1, Ŷ=0 and Y=0, Ŷ=1).
+    # CLT interval with two pseudo gold items of each disagreement (Y=1, Ŷ=0 and Y=0, Ŷ=1).
     Y, Yh = truth[is_gold].astype(float), judge[is_gold].astype(float)
-    plo, phi = ppi_py.ppi_mean_ci(np.r_[Y, 1.0, 0.0], np.r_[Yh, 0.0, 1.0], judge[~is_gold].astype(float),
+    plo, phi = ppi_py.ppi_mean_ci(np.r_[Y, 1, 1, 0, 0.0], np.r_[Yh, 0, 0, 1, 1.0], judge[~is_gold].astype(float),
                                   alpha=0.05, lam=grp["ppi"]["lambda"])
     half = (float(np.ravel(phi)[0]) - float(np.ravel(plo)[0])) / 2
     assert grp["ppi"]["lo"] == pytest.approx(min(lo, grp["ppi"]["value"] - half), abs=1e-9)
