@@ -170,3 +170,16 @@ def test_gold_file_made_from_the_sample_carries_its_weights(corpus):
     assert a["weighted"]
     for k in ("value", "lo", "hi", "lambda"):   # pandas writes 10 significant digits of inclusion_prob
         assert a["groups"][0]["ppi"][k] == pytest.approx(b["groups"][0]["ppi"][k], abs=1e-8)
+
+
+def test_stratum_without_gold_is_named(corpus, capsys):
+    d = corpus["dir"]
+    _run(capsys, "sample", corpus["cand"], "--n", 60, "--labels", corpus["labels"], "--strategy", "stratified",
+         "--out", d / "s.jsonl")
+    s = _read(d / "s.jsonl")
+    keep = s[s["stratum"] != "values|unsupported"]   # the annotator skipped that stratum entirely
+    keep.assign(verdict=["supported" if corpus["truth"][a] else "unsupported" for a in keep["assertion_id"]]) \
+        [["assertion_id", "verdict"]].to_csv(d / "g.csv", index=False)
+    code, out, err = _run(capsys, "estimate", corpus["labels"], "--gold", d / "g.csv", "--sample", d / "s.jsonl", "--json")
+    assert code == 0, err
+    assert "1 stratum/strata of the sample have no gold item (values|unsupported)" in err

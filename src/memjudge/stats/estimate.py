@@ -148,6 +148,14 @@ def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_
     return w_gold, w_unl
 
 
+def strata_without_gold(sample: pd.DataFrame, items: pd.DataFrame, gold_mask: np.ndarray) -> list[str]:
+    """Strata of the sample's design that hold items but no gold item (skipped or unlabelled
+    rows): gold only cannot represent them, PPI++ only through the judge's verdicts."""
+    keys = _stratum_keys(str(sample["strata_by"].iloc[0]) if len(sample) else "", items["category"], items["verdict"])
+    with_gold = set(keys[gold_mask])
+    return sorted(set(keys) - with_gold)
+
+
 # ---------------------------------------------------------------------------------------
 # result
 
@@ -314,6 +322,12 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
             sample_path = sample
             sample = read_sample(sample)
         w_gold, w_unl = design_weights(sample, sample_path or "sample", items, gold_mask)
+        empty = strata_without_gold(sample.assign(strata_by=sample["strata_by"].where(sample["strata_by"].notna(), "")),
+                                    items, gold_mask)
+        if empty:
+            notes.append(f"{len(empty)} stratum/strata of the sample have no gold item ({', '.join(empty[:5])}"
+                         f"{', ...' if len(empty) > 5 else ''}): gold only does not represent their items and "
+                         f"PPI++ sees them only through the judge; label some of them")
     weighted = w_gold is not None and (np.ptp(w_gold[gold_mask]) > 1e-12 or np.ptp(w_unl) > 1e-12)
 
     personas = np.array(sorted(items["persona_id"].unique()), dtype=object)
