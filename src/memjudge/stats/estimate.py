@@ -361,7 +361,12 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
         groups.append(row)
         if name == "all" and half_width is not None:
             L, U = r["sums"]
-            plan = planned_gold_n(L, U, half_width, r["ppi_var"], level)
+            # The pilot's variance: the larger of the replicates' and the one the reported
+            # interval implies (the small-count floor widens it), so the plan matches what is shown.
+            from scipy.stats import norm
+
+            shown = ((r["ppi_hi"] - r["ppi_lo"]) / (2 * norm.ppf(1 - (1 - level) / 2))) ** 2
+            plan = planned_gold_n(L, U, half_width, float(np.nanmax([r["ppi_var"], shown])), level)
     counts = {"rows": g.rows, "items": int(len(g.y)), "matched": int(gold_mask.sum()), "unmatched": n_unmatched,
               "null_judge_verdict": null_gold, "non_verdicts": g.non_verdicts, "ties": g.ties,
               "annotators": g.annotators}
