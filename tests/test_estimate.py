@@ -354,3 +354,11 @@ def test_majority_of_replicates_and_bad_inclusion_prob(tmp_path, capsys):
                                                "stratum": "all", "strata_by": ""}])
     code, out, err = _run(capsys, "estimate", lp, "--gold", bad)
     assert code == 2 and "'inclusion_prob' must be a number in (0, 1]" in err and "s.jsonl:1" in err
+
+
+def test_plan_under_the_bootstrap_starts_from_the_interval_shown():
+    lab, gold, *_ = _world(9, n_items=3000, n_gold=150, per_persona=5)
+    grp = memjudge.estimate(lab, gold).to_dict()["groups"][0]["ppi"]
+    shown = (grp["hi"] - grp["lo"]) / 2
+    assert memjudge.estimate(lab, gold, half_width=shown * 1.02).plan["n_more"] == 0
+    assert memjudge.estimate(lab, gold, half_width=shown * 0.9).plan["n_more"] > 0
