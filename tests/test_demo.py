@@ -16,6 +16,7 @@ from memjudge.judges.base import Judge
 EXPECTED_FILES = {
     "labels.jsonl", "coverage.jsonl", "local_judge.json", "noise.json", "agreement.json", "compare.json",
     "sweep.json", "calibration.json", "robustness.json", "config.json", "report.md", "report.html", "demo.json",
+    "estimate.json", "fig_ppi_forest.png",
 }
 
 
@@ -67,6 +68,40 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     assert "| gold |" not in md  # gold is marked simulated wherever it appears
     # the judge-level count of the robustness finding says which replicate it reads
     assert "first replicate of each" in md[md.index("## Findings"):]
+    _check_simulated_gold(tmp_path / "demo", res, demo_mod)
+
+
+def _check_simulated_gold(out, res, demo_mod):
+    """The 100-item simulated gold sample, the PPI++ estimate and compare --gold, in the report."""
+    gold = pd.read_json(out / "corpus" / "gold_sample.jsonl", lines=True, dtype={"assertion_id": str})
+    truth = pd.read_json(out / "corpus" / "labels.jsonl", lines=True, dtype={"assertion_id": str})
+    n_gold = min(demo_mod.GOLD_SAMPLE, res.candidates)
+    assert len(gold) == gold["assertion_id"].nunique() == n_gold
+    # the hand labels are the corpus's construction truth on the sampled rows
+    assert (gold["verdict"].to_numpy() == truth.set_index("assertion_id").loc[gold["assertion_id"], "verdict"].to_numpy()).all()
+    est = json.loads((out / "estimate.json").read_text())
+    assert est["judge"] == demo_mod.LOCAL_JUDGE and est["n_gold"] == n_gold and est["n_items"] == res.candidates
+    groups = {g["group"]: g for g in est["groups"]}
+    assert "all" in groups and set(groups) - {"all"} == set(truth["category"])
+    top = groups["all"]
+    for k in ("judge_only", "gold_only", "ppi"):
+        assert top[k]["lo"] <= top[k]["value"] <= top[k]["hi"]
+    cmp_ = json.loads((out / "compare.json").read_text())
+    g = cmp_["gold"]
+    assert g["n_matched"] == n_gold and g["path"] == str((out / "corpus" / "gold_sample.jsonl").resolve())
+    # compare's full-sample PPI++ is estimate's overall PPI++ (same judge, replicate 0, gold)
+    assert g["write_all"]["ppi"] == pytest.approx(top["ppi"]["value"], abs=1e-12)
+    assert g["write_all"]["judge"] == pytest.approx(top["judge_only"]["value"], abs=1e-12)
+    assert set(g["policies"]) == {"global", "targeted", "per_category"}
+    rob = json.loads((out / "robustness.json").read_text())
+    assert all("gold" in u["table"] for u in rob["units"]) and "faithfulness_ppi" in rob["summary"]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["gold_sample"]["simulated"] is True and cfg["gold_sample"]["n"] == n_gold
+    md = (out / "report.md").read_text()
+    sec = md[md.index("## Judge-corrected estimates"):]
+    assert "Simulated gold" in sec.split("\n## ")[0]
+    assert f"corrected with {n_gold} simulated gold labels: {100 * top['ppi']['value']:.2f} [" in md
+    assert "Faithfulness, PPI++ (%)" in md and "](fig_ppi_forest.png)" in md
 
 
 def test_demo_rejects_too_few_personas(cli, tmp_path):
@@ -103,3 +138,6 @@ def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
     again = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")})
     assert again.returncode == 0, again.stderr
     assert f"all {2 * local['assertion_id'].nunique()} answers from the cache" in again.stdout
+    est = json.loads((out / "estimate.json").read_text())
+    assert est["judge"] == "local:qwen2.5-coder-1.5b" and est["groups"][0]["ppi"]["value"] is not None
+    assert "## Judge-corrected estimates" in (out / "report.md").read_text()

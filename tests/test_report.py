@@ -262,7 +262,7 @@ def test_cli_json_lists_paths_and_parts(run, cli):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["markdown"] is None and out["html"].endswith("report.html")
-    assert out["absent"] == ["coverage", "panel"] and len(out["figures"]) == 6
+    assert out["absent"] == ["coverage", "panel", "estimate"] and len(out["figures"]) == 6
     assert out["present"] == ["configuration", "labels", "noise", "agreement", "compare", "compare_inputs", "sweep",
                               "calibration", "robustness"]
 

@@ -11,6 +11,8 @@ pipeline pulls in nothing heavy):
     memjudge.simulate(...)    -> a synthetic corpus with known truth
     memjudge.panel(...)       -> a judge panel's consensus labels and each judge's error rates
     memjudge.report(...)      -> Markdown/HTML report of a run directory
+    memjudge.sample(...)      -> the items to label by hand (inclusion probabilities)
+    memjudge.estimate(...)    -> support rates: judge only, gold only, PPI++
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _LAZY = {
     "simulate": "memjudge.simulate:simulate",
     "panel": "memjudge.stats.panel:panel",
     "report": "memjudge.report:report",
+    "estimate": "memjudge.stats.estimate:estimate",
+    "sample": "memjudge.sampling:sample",
     "read_candidates": "memjudge.io:read_candidates",
     "read_sources": "memjudge.io:read_sources",
     "read_facts": "memjudge.io:read_facts",

@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy",
                    help="per_category fit: greedy coordinate ascent (default, linear) or the exact optimum")
     m.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    m.add_argument("--gold", help="hand labels (assertion_id, verdict[, annotator, labelled_at]; a labelled `memjudge "
+                                  "sample` file is weighted by its inclusion_prob): held-out faithfulness also "
+                                  "estimated by PPI++ (thresholds still fitted on the judge's labels)")
     m.set_defaults(func=cmd_compare)
 
     # --- robustness --------------------------------------------------------------------
@@ -172,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per_category fit: greedy (default) or exact")
     r.add_argument("--out", metavar="RUN_DIR", help="write robustness.json there (for memjudge report)")
     r.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    r.add_argument("--gold", help="hand labels: each judge's held-out faithfulness also estimated by PPI++")
     r.set_defaults(func=cmd_robustness)
 
     # --- report ------------------------------------------------------------------------
@@ -262,6 +266,40 @@ def build_parser() -> argparse.ArgumentParser:
         bb.add_argument("--base-url", help="the provider's endpoint, if not the one recorded")
         bb.add_argument("--json", action="store_true", help="print the jobs as JSON")
         bb.set_defaults(func=cmd_batch)
+
+    # --- sample ------------------------------------------------------------------------
+    sa = sub.add_parser("sample", help="draw the assertions to label by hand (with inclusion probabilities)")
+    sa.add_argument("candidates")
+    sa.add_argument("--n", type=_positive_int, required=True, help="rows to draw (with --top-up: rows to add)")
+    sa.add_argument("--labels", nargs="+", help="a judge's labels: Neyman allocation, strata by its verdict")
+    sa.add_argument("--judge", help="the judge in --labels (when they hold several)")
+    sa.add_argument("--replicate", type=_replicate_choice, default=0)
+    sa.add_argument("--strategy", choices=["uniform", "stratified"], default="uniform")
+    sa.add_argument("--by", help="stratum fields: category, verdict or category,verdict (stratified only)")
+    sa.add_argument("--seed", type=int, default=0)
+    sa.add_argument("--sources", help="copy each persona's source text into the rows (else a source_ref pointer)")
+    sa.add_argument("--top-up", help="an existing sample file: keep its rows and add --n new ones")
+    sa.add_argument("--out", required=True, help="the sample file to write (.jsonl or .csv)")
+    sa.add_argument("--json", action="store_true")
+    sa.set_defaults(func=cmd_sample)
+
+    # --- estimate ----------------------------------------------------------------------
+    es = sub.add_parser("estimate", help="support rates: judge only, gold only and PPI++ (prediction-powered)")
+    es.add_argument("labels", nargs="+")
+    es.add_argument("--gold", required=True, help="hand labels: assertion_id, verdict[, annotator, labelled_at, inclusion_prob]")
+    es.add_argument("--sample", help="the sample file the gold items were drawn by (its inclusion_prob weights)")
+    es.add_argument("--judge")
+    es.add_argument("--replicate", type=_replicate_choice, default=0)
+    es.add_argument("--by", choices=["category"], help="also per category")
+    es.add_argument("--interval", choices=["bootstrap", "clt"], default="bootstrap",
+                    help="persona-cluster bootstrap (default) or the iid CLT interval")
+    es.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="bootstrap resamples (default 2000)")
+    es.add_argument("--seed", type=int, default=0)
+    es.add_argument("--plan", action="store_true", help="how many gold labels reach --half-width")
+    es.add_argument("--half-width", type=float, help="target PPI++ interval half-width for --plan, e.g. 0.02")
+    es.add_argument("--out")
+    es.add_argument("--json", action="store_true")
+    es.set_defaults(func=cmd_estimate)
     return p
 
 
@@ -400,7 +438,7 @@ def cmd_compare(args) -> int:
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method,
+        per_category=args.per_category_method, gold=args.gold,
     )
     if args.out:
         res.write_run(args.out, candidates=args.candidates, labels=args.labels, coverage=args.coverage, seed=args.seed)
@@ -420,7 +458,7 @@ def cmd_robustness(args) -> int:
     res = robustness(
         args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method,
+        per_category=args.per_category_method, gold=args.gold,
     )
     text = res.render() + (f"\n\nwrote robustness.json to {args.out}" if args.out else "")
     return _emit_analysis(args, res.to_json(), text, "robustness.json")
@@ -603,6 +641,50 @@ def cmd_batch(args) -> int:
         tail = f", {r['without_answer']} without a valid answer" if r["without_answer"] is not None else ""
         print(f"{where}  {r['status'] or r['state']}  {r['requests']} requests{done}{tail}  submitted {r['submitted_at'] or '-'}  [{r['label']}]")
     return 0
+
+
+def cmd_sample(args) -> int:
+    from pathlib import Path
+
+    from memjudge.io import dumps, frame_records, write_jsonl
+    from memjudge.sampling import sample
+
+    out = Path(args.out)
+    if out.suffix not in (".jsonl", ".csv"):
+        raise UsageError(f"--out must end in .jsonl or .csv, got {args.out!r}")
+    rows = sample(args.candidates, args.n, labels=args.labels, strategy=args.strategy, by=args.by, seed=args.seed,
+                  sources=args.sources, top_up=args.top_up, judge=args.judge, replicate=args.replicate)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".csv":
+        rows.to_csv(out, index=False)
+    else:
+        write_jsonl(out, frame_records(rows))
+    info = {"out": str(out), "rows": len(rows), "new_rows": len(rows) - rows.attrs["existing"],
+            "population": rows.attrs["population"], "strategy": args.strategy, "judge": rows.attrs["judge"],
+            "seed": args.seed, "strata": rows.attrs["strata"]}
+    if args.json:
+        print(dumps(info, indent=2))
+        return 0
+    print(f"{info['rows']} rows ({info['new_rows']} new) of {info['population']} candidates → {out} "
+          f"({args.strategy}, seed {args.seed})")
+    if len(info["strata"]) > 1:
+        for k, v in info["strata"].items():
+            print(f"  {k}: {v['sampled']} of {v['size']}")
+    return 0
+
+
+def cmd_estimate(args) -> int:
+    from memjudge.stats.estimate import estimate
+
+    if args.plan and args.half_width is None:
+        raise UsageError("--plan needs --half-width, e.g. --half-width 0.02")
+    if args.half_width is not None and not args.plan:
+        raise UsageError("--half-width goes with --plan")
+    res = estimate(list(args.labels), args.gold, judge=args.judge, replicate=args.replicate, by=args.by,
+                   interval=args.interval, sample=args.sample, B=args.bootstrap, seed=args.seed,
+                   half_width=args.half_width if args.plan else None)
+    text = res.render() + (f"\n\nwrote estimate.json to {args.out}" if args.out else "")
+    return _emit_analysis(args, res.to_dict(), text, "estimate.json", res.notes)
 
 
 # ---------------------------------------------------------------------------------------

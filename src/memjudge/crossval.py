@@ -477,6 +477,7 @@ class CompareResult:
     policy_names: tuple = POLICY_NAMES
     per_category_method: str = "greedy"
     _fitted: dict | None = field(default=None, init=False, repr=False, compare=False)
+    gold: object = field(default=None, repr=False, compare=False)  # crossval_gold.GoldComparison (--gold)
 
     # -- summaries -------------------------------------------------------------------------
     def _metric(self, policy: str, metric: str) -> np.ndarray:
@@ -525,6 +526,7 @@ class CompareResult:
             "policies": json_safe(self.policies()),
             "paired": json_safe(self.paired()),
             "folds_detail": detail,
+            **({"gold": self.gold.to_json()} if self.gold is not None else {}),
         }
 
     def table(self) -> pd.DataFrame:
@@ -551,10 +553,16 @@ class CompareResult:
             pr[f"{m}_nb_hi"] = _nan(s["nb_hi"]) if s else np.nan
             pr[f"{m}_same_sign"] = s["same_sign"] if s else np.nan
         rows.append(pr)
+        if self.gold is not None:  # the PPI++ faithfulness column(s) of `compare --gold`
+            extra = self.gold.table_columns()
+            rows = [{**r, **{k: _nan(v) for k, v in extra.get(r["policy"], {}).items()}} for r in rows]
         return pd.DataFrame(rows).set_index("policy")
 
     def render(self) -> str:
-        return render_table(self)
+        text = render_table(self)
+        if self.gold is not None:
+            text += "\n" + self.gold.render(self.repeats * self.folds)
+        return text
 
     # -- full-sample artefacts for the report -------------------------------------------------
     def full_gate(self) -> list[str]:
@@ -666,15 +674,25 @@ def _resolve_gate(gate, categories: np.ndarray):
 
 def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate="values",
             floor: float = 0.8, repeats: int = 20, folds: int = 5, seed: int = 0,
-            policies=POLICY_NAMES, per_category: str = "greedy") -> CompareResult:
+            policies=POLICY_NAMES, per_category: str = "greedy", gold=None) -> CompareResult:
     """Write-all vs global vs targeted (vs per-category) by the exact protocol of spec §8.
 
     candidates, labels, coverage: DataFrames or paths. `gate`: "values", "a,b", a list, or
     "auto". `per_category`: "greedy" or "exact" (see `memjudge.policies.PerCategory`).
+    `gold` (path or DataFrame of hand labels): each held-out faithfulness is also estimated by
+    PPI++ (`memjudge.crossval_gold`); thresholds and judge-only figures are unchanged.
     Returns a `CompareResult` (``.to_json()``, ``.table()``, ``.render()``)."""
     prep = labels if isinstance(labels, Prepared) else prepare(candidates, labels, coverage, judge=judge, replicate=replicate)
-    return compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed,
-                            policies=policies, per_category=per_category)
+    res = compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed,
+                           policies=policies, per_category=per_category)
+    if gold is not None:
+        from memjudge.crossval_gold import compare_with_gold
+
+        # the judge's raw verdicts weight a sample stratified by verdict (as `memjudge estimate`)
+        verdicts = None if isinstance(labels, Prepared) else select_verdicts(
+            labels if isinstance(labels, pd.Series) else _load_labels(labels), prep.judge, prep.replicate)[0]
+        res.gold = compare_with_gold(res, gold, verdicts=verdicts)
+    return res
 
 
 def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, folds=5, seed=0,

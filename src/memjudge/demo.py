@@ -6,14 +6,22 @@ three simulated judges with declared noise, and the analyses run on the result: 
 agreement (with gold and between judges), the retention-policy comparison under the
 embedded judge's labels, robustness of the policy ordering across judges, and the report.
 
+Simulated gold: a uniform random sample of ``GOLD_SAMPLE`` (100) assertions is drawn
+(`memjudge.sampling.sample`) and the corpus's construction truth on them stands in for hand
+labels. With it the embedded judge's support rates are corrected by PPI++ (``estimate.json``,
+`memjudge.stats.estimate`) and Table 1 gains PPI++ faithfulness (``compare --gold``); the
+report says plainly that this gold is simulated (config.json ``gold_sample.simulated``).
+
 Everything lands in one run directory (default `runs/demo/`):
 
     corpus/               the generated corpus (candidates, sources, facts, gold labels, coverage, truth)
+                          and gold_sample.jsonl (the 100 sampled rows with their simulated gold verdict)
     local/                the embedded judge's scoring run (labels.jsonl, config.json, summary.json)
     labels.jsonl          labels of every judge (embedded + simulated), the input of the analyses
     coverage.jsonl        the corpus's gold fact -> assertion map (coverage estimates)
     local_judge.json      the embedded judge against gold: AUC of its log-odds, balanced accuracy
-    noise.json, agreement.json, compare.json, sweep.json, calibration.json, robustness.json
+    noise.json, agreement.json, compare.json, sweep.json, calibration.json, robustness.json,
+    estimate.json         support rates judge only / gold only / PPI++ (embedded judge, by category)
     report.md, report.html, figures
 
 No network is used: the model comes from installed packages and answers are cached
@@ -40,6 +48,7 @@ DEFAULT_PERSONAS = 10
 CANDIDATES_PER_PERSONA = 25
 SIM_JUDGES = ("paper", "strict", "noisy")
 REPLICATES = 2
+GOLD_SAMPLE = 100  # simulated hand labels: the corpus's truth on a uniform sample of this many assertions
 
 
 @dataclass
@@ -87,6 +96,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     from memjudge.report import report
     from memjudge.robustness import robustness
     from memjudge.simulate import simulate
+    from memjudge.stats.estimate import estimate
 
     say = echo or (lambda _line: None)
     n = int(personas or DEFAULT_PERSONAS)
@@ -148,6 +158,17 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
         say(f"      {LOCAL_JUDGE} vs gold: AUC {quality['auc']:.3f}, balanced accuracy {quality['balanced_accuracy']:.3f} "
             f"at threshold {quality['threshold']:+.2f}")
 
+    # The simulated hand labels: a uniform sample, labelled with the corpus's construction truth.
+    from memjudge.sampling import sample
+
+    drawn = sample(corpus.candidates, min(GOLD_SAMPLE, len(corpus.candidates)), seed=seed)
+    truth = corpus.labels.set_index("assertion_id")["verdict"]
+    gold_rows = drawn.assign(verdict=truth.reindex(drawn["assertion_id"].astype(str)).to_numpy(),
+                             annotator="simulated (construction truth)")
+    gold_path = corpus_dir / "gold_sample.jsonl"
+    write_jsonl(gold_path, frame_records(gold_rows))
+    say(f"      simulated gold: {len(gold_rows)} sampled assertions labelled with the corpus's truth -> {gold_path}")
+
     # 4. Noise and agreement.
     t = time.perf_counter()
     nz = noise(labels, seed=seed)
@@ -160,12 +181,21 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     # 5. Policy comparison under the embedded judge, and robustness across all judges.
     t = time.perf_counter()
     labels_path = out / "labels.jsonl"
-    cmp = compare(paths["candidates"], [str(labels_path)], paths["coverage"], judge=LOCAL_JUDGE, folds=folds, seed=seed)
+    cmp = compare(paths["candidates"], [str(labels_path)], paths["coverage"], judge=LOCAL_JUDGE, folds=folds, seed=seed,
+                  gold=str(gold_path))
     cmp.write_run(out, candidates=paths["candidates"], labels=[labels_path], coverage=paths["coverage"], seed=seed)
-    rob = robustness(paths["candidates"], [str(labels_path)], [paths["coverage"]], folds=folds, seed=seed)
+    rob = robustness(paths["candidates"], [str(labels_path)], [paths["coverage"]], folds=folds, seed=seed,
+                     gold=str(gold_path))
     write_json(out / "robustness.json", rob.to_json())
+    est = estimate(labels, str(gold_path), judge=LOCAL_JUDGE, by="category", seed=seed)
+    write_json(out / "estimate.json", est.to_json())
     seconds["compare_robustness"] = time.perf_counter() - t
     say("[5/6] retention policies compared under the embedded judge; ordering checked across judges")
+    top = est.groups[0]
+    if top["ppi"]["value"] is not None:
+        say(f"      support rate: {LOCAL_JUDGE} says {100 * top['judge_only']['value']:.1f}%; corrected with "
+            f"{top['n_gold']} simulated gold labels (PPI++): {100 * top['ppi']['value']:.1f}% "
+            f"[{100 * top['ppi']['lo']:.1f}, {100 * top['ppi']['hi']:.1f}]")
 
     # 6. The report.
     t = time.perf_counter()
@@ -173,6 +203,8 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
         "command": "demo", "judge": LOCAL_JUDGE, "threshold": judge.threshold, "replicates": REPLICATES,
         "simulated_judges": [f"sim:{x}" for x in SIM_JUDGES], "personas": n, "seed": seed,
         "candidates_per_persona": CANDIDATES_PER_PERSONA, "folds": folds, "offline": True,
+        "gold_sample": {"path": str(gold_path), "n": int(len(gold_rows)), "strategy": "uniform", "simulated": True,
+                        "source": "the generated corpus's construction truth, standing in for hand labels"},
     })
     report_path = report(out).markdown
     seconds["report"] = time.perf_counter() - t
@@ -187,4 +219,4 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
                       files=sorted(p.name for p in out.iterdir()))
 
 
-__all__ = ["DEFAULT_PERSONAS", "DemoResult", "LOCAL_JUDGE", "demo"]
+__all__ = ["DEFAULT_PERSONAS", "DemoResult", "GOLD_SAMPLE", "LOCAL_JUDGE", "demo"]

@@ -571,4 +571,43 @@ def panel_error_rates(errors: pd.DataFrame, title: str | None = None) -> Figure:
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), frameon=False)
     fig.suptitle(title or ("Judge error rates: panel estimate against gold" if has_gold else
                            "Judge error rates estimated by the panel (no gold)"), fontsize=9.5)
+# judge-corrected estimates (forest plot)
+
+# One colour and marker per way of estimating, in this order top to bottom within a group.
+FOREST_METHODS = {"judge_only": ("Judge only", PALETTE[1], "s"), "gold_only": ("Gold only", PALETTE[0], "o"),
+                  "ppi": ("PPI++ (gold + judge)", PALETTE[2], "D")}
+
+
+@_paper_style
+def ppi_forest(est: pd.DataFrame, title: str | None = None) -> Figure:
+    """Support rate per group estimated three ways, drawn one above the other with 95% intervals.
+
+    `est`: one row per (group, method) with columns group, method (``judge_only``,
+    ``gold_only``, ``ppi``), value, lo, hi (fractions; NaN where undefined, e.g. a group
+    without gold) and label (the group's row label, e.g. with its gold count). Groups keep
+    their order, top to bottom.
+    """
+    groups = list(dict.fromkeys(est["group"])) if not est.empty else []
+    fig = _new_figure((6.5, min(8.0, 1.3 + 0.62 * max(1, len(groups)))))
+    if est.empty or est["value"].notna().sum() == 0:
+        return _empty(fig, "no judge-corrected estimates in this run")
+    ax = fig.add_subplot()
+    _style(ax, grid="x")
+    labels = est.drop_duplicates("group").set_index("group")["label"] if "label" in est else pd.Series(groups, groups)
+    offsets = {"judge_only": 0.22, "gold_only": 0.0, "ppi": -0.22}
+    for m, (name, colour, marker) in FOREST_METHODS.items():
+        sub = est[est["method"] == m].set_index("group").reindex(groups)
+        y = len(groups) - 1 - np.arange(len(groups)) + offsets[m]
+        v = _pct(sub["value"])
+        ok = ~np.isnan(v)
+        err = _yerr(v, _pct(sub["lo"]), _pct(sub["hi"]))
+        ax.errorbar(v[ok], y[ok], xerr=err[:, ok], fmt=marker, color=colour, markersize=4.5, elinewidth=1.4,
+                    capsize=2.5, label=name, zorder=3)
+    for i in range(1, len(groups)):
+        ax.axhline(len(groups) - i - 0.5, color="#E5E5E5", linewidth=0.6, zorder=1)
+    ax.set_yticks(range(len(groups)), [str(labels.get(g, g)) for g in reversed(groups)])
+    ax.set_ylim(-0.6, len(groups) - 0.4)
+    ax.set_xlabel("Support rate (%), 95% intervals")
+    ax.set_title(title or "Support rate: judge only, gold only and PPI++")
+    fig.legend(loc="outside lower center", ncols=3, frameon=False)
     return fig

@@ -305,20 +305,21 @@ def read_facts(path, *, keep_line: bool = False) -> pd.DataFrame:
     return _finish(df, keep_line)
 
 
-def read_gold(path, *, keep_line: bool = False) -> pd.DataFrame:
+def read_gold(path, *, keep_line: bool = False, unique: bool = True) -> pd.DataFrame:
     """Gold labels: assertion_id, verdict (a non-empty string); optionally annotator, note,
     labelled_at (spec §10). With an `annotator` column a file may hold several rows per
     assertion (an append-only file of `memjudge annotate`): the latest, i.e. last in the file,
-    per (assertion_id, annotator) counts. Without it an assertion_id is unique."""
+    per (assertion_id, annotator) counts. Without it an assertion_id is unique.
+    `unique=False` keeps every row (`memjudge estimate` resolves them itself)."""
     path = Path(path)
     df = read_table(path)
     _require_columns(df, path, GOLD_COLUMNS)
     _as_id(df, path, "assertion_id")
     _as_id(df, path, "verdict")
-    if "annotator" in df.columns:
+    if unique and "annotator" in df.columns:
         _as_id(df, path, "annotator")
         df = df.drop_duplicates(["assertion_id", "annotator"], keep="last")
-    else:
+    elif unique:
         _check_unique(df, path, ["assertion_id"], "assertion_id")
     return _finish(df, keep_line)
 

@@ -8,6 +8,8 @@ files the analysis commands wrote with `--out RUN_DIR`:
 - `compare.json`, `sweep.json`, `calibration.json` (`memjudge compare`),
 - `robustness.json` (`memjudge robustness`),
 - `panel.json` (`memjudge panel`).
+- `estimate.json` (`memjudge estimate`) and the ``gold`` block of `compare.json`
+  (`memjudge compare --gold`): the "Judge-corrected estimates" section.
 
 Any of them may be absent: the report covers the parts present and says which are missing
 and which command writes them. The readers below accept the documented formats and are
@@ -56,6 +58,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "calibration.json": ("calibration", "memjudge compare ... --out RUN_DIR"),
     "robustness.json": ("robustness", "memjudge robustness CANDIDATES --labels LABELS... --out RUN_DIR"),
     "panel.json": ("panel", "memjudge panel LABELS... --out RUN_DIR/panel.jsonl"),
+    "estimate.json": ("estimate", "memjudge estimate LABELS --gold GOLD --by category --out RUN_DIR"),
 }
 # Parts that describe a run rather than analyse it: not listed as missing when absent.
 QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judge_quality", "demo"}
@@ -195,6 +198,10 @@ def _validate(data: dict, files: dict) -> None:
             _need(isinstance(pol, dict) and isinstance(pol.get("faithfulness"), dict), files["compare"],
                   f"policy {name!r} has no 'faithfulness' {{mean, sd}}")
         _need(isinstance(c.get("folds_detail", []), list), files["compare"], "'folds_detail' must be a list")
+    if "estimate" in data:
+        g = data["estimate"].get("groups")
+        _need(isinstance(g, list) and all(isinstance(x, dict) and "group" in x for x in g), files["estimate"],
+              "'groups' must be a list of objects with a 'group' key")
     if "robustness" in data:
         rob = data["robustness"]
         j = rob.get("units", rob.get("judges", []))
@@ -758,6 +765,7 @@ def findings(run: Run) -> list[str]:
             f"{judge_label(g.get('judge'), run)} is right on {pct(g['accuracy'])}% of {_int(g.get('n'))} items "
             f"(κ {coef(g.get('cohen_kappa'))}, recall of unsupported {coef(g.get('unsupported_recall'))})"
             for g in gold) + ".")
+    out += corrected_findings(run)
     return out
 
 
@@ -1089,6 +1097,204 @@ def _calibration_table(run: Run) -> Table | None:
 
 
 # ---------------------------------------------------------------------------------------
+# judge-corrected estimates (estimate.json; compare.json's "gold" block)
+
+_METHODS = (("judge_only", "Judge only"), ("gold_only", "Gold only"), ("ppi", "PPI++"))
+
+
+def _simulated_gold(run: Run) -> bool:
+    """Gold labels that are a generated corpus's construction truth (the demo's sample, or a
+    gold file beside a simulated corpus)."""
+    cfg = run.get("configuration") or {}
+    if isinstance(cfg.get("gold_sample"), dict) and cfg["gold_sample"].get("simulated"):
+        return True
+    path = ((run.get("compare") or {}).get("gold") or {}).get("path")
+    if isinstance(path, str) and path:
+        d = Path(path).parent
+        return (d / "truth.jsonl").is_file() or _simulated_marker(d / "simulate.json")
+    return False
+
+
+def estimate_frame(run: Run) -> pd.DataFrame:
+    """estimate.json as one row per (group, method): value, lo, hi, and the group's counts."""
+    rows = []
+    for g in (run.get("estimate") or {}).get("groups") or []:
+        if not isinstance(g, dict):
+            continue
+        n_gold, n_items, eff = num(g.get("n_gold")), num(g.get("n_items")), num(g.get("effective_gold_n"))
+        label = f"{g['group']}\n{_int(n_gold)} gold / {_int(n_items)}" + (f"; eff. n {_int(eff)}" if eff is not None else "")
+        for m, _ in _METHODS:
+            e = g.get(m) if isinstance(g.get(m), dict) else {}
+            lo, hi = interval(e)
+            rows.append({"group": str(g["group"]), "label": label, "method": m, "value": num(e.get("value")),
+                         "lo": lo, "hi": hi, "n_gold": n_gold, "n_items": n_items, "effective_gold_n": eff,
+                         "lambda": num(e.get("lambda")) if m == "ppi" else None})
+    cols = ["group", "label", "method", "value", "lo", "hi", "n_gold", "n_items", "effective_gold_n", "lambda"]
+    df = pd.DataFrame(rows, columns=cols)
+    return df.astype({c: float for c in cols[3:]})
+
+
+def _corrected_figures(run: Run, save) -> None:
+    from memjudge import figures as F
+
+    est = estimate_frame(run)
+    if not est.empty and est["value"].notna().any():
+        e = run.get("estimate") or {}
+        iv = "persona-cluster bootstrap" if e.get("interval") == "bootstrap" else "iid CLT"
+        save("ppi_forest", F.ppi_forest(est),
+             f"Support rate per group three ways, one above the other: the judge's labels alone "
+             f"({judge_label(e.get('judge', ''), run)}), the gold labels alone, and PPI++ combining both; "
+             f"95% {iv} intervals." + (" Gold labels: simulated (the corpus's construction truth)."
+                                       if _simulated_gold(run) else "") + " Data: estimate.json.")
+
+
+def _estimate_sentence(g: dict, simulated: bool) -> str | None:
+    jv, pv = num((g.get("judge_only") or {}).get("value")), num((g.get("ppi") or {}).get("value"))
+    if jv is None and pv is None:
+        return None
+    who = "all items" if g.get("group") == "all" else f"{g.get('group')}"
+    s = f"{who}: the judge says {pct(jv)}% supported"
+    gold = "simulated gold labels" if simulated else "gold labels"
+    if pv is None:
+        return s + f"; no PPI++ figure (no {gold} in this group)."
+    s += (f"; corrected with {_int(g.get('n_gold'))} {gold}: {pct_ci(pv, g.get('ppi'))}%"
+          f" (gold only {pct_ci((g.get('gold_only') or {}).get('value'), g.get('gold_only'))}%")
+    eff = num(g.get("effective_gold_n"))
+    glo, ghi = interval(g.get("gold_only"))
+    if eff is not None and eff > 0 and glo is not None and ghi is not None and ghi > glo:
+        s += f"; as precise as {_int(eff)} gold labels alone"
+    lo, hi = interval(g.get("ppi"))
+    if lo is not None and hi is not None and jv is not None:
+        s += ("; the judge's figure lies outside the corrected interval" if not lo <= jv <= hi else
+              "; the judge's figure lies inside the corrected interval")
+    return s + ")."
+
+
+def corrected_findings(run: Run) -> list[str]:
+    out = []
+    est = run.get("estimate") or {}
+    top = next((g for g in est.get("groups") or [] if isinstance(g, dict) and g.get("group") == "all"), None)
+    if top:
+        s = _estimate_sentence(top, _simulated_gold(run))
+        if s:
+            out.append(f"Support rate corrected with gold labels (judge {judge_label(est.get('judge', ''), run)}), "
+                       + s)
+    gold = (run.get("compare") or {}).get("gold")
+    if isinstance(gold, dict) and isinstance(gold.get("ordering"), dict):
+        from memjudge.crossval_gold import ordering_sentence
+
+        out.append("Held-out faithfulness corrected with gold labels (compare --gold): "
+                   + ordering_sentence(gold["ordering"], (gold.get("paired") or {}).get("ppi")))
+    return out
+
+
+def table1_ppi(t: Table, c: dict, simulated: bool = False) -> Table:
+    """Table 1 with the PPI++ faithfulness column (fold mean ± SD) when compare.json has a
+    ``gold`` block (`memjudge compare --gold`); the table unchanged otherwise."""
+    gold = c.get("gold")
+    if not isinstance(gold, dict) or not isinstance(gold.get("policies"), dict):
+        return t
+    by_label = {"Write-all (full sample)": "write_all", "Targeted − global (paired)": "paired"}
+    for name in gold["policies"]:
+        by_label[_POLICY_NAMES.get(name, name)] = name
+    gate = c.get("gate")
+    if isinstance(gate, list) and gate:
+        by_label[f"Targeted ({', '.join(map(str, gate))})"] = "targeted"
+    elif isinstance(gate, str) and gate:
+        by_label[f"Targeted ({gate})"] = "targeted"
+    rows = []
+    for r in t.rows:
+        key = by_label.get(r[0])
+        if key == "write_all":
+            cell = pct((gold.get("write_all") or {}).get("ppi"))
+        elif key == "paired":
+            cell = paired_ci((gold.get("paired") or {}).get("ppi"))
+        elif key is not None:
+            ppi = (gold["policies"].get(key) or {}).get("ppi")
+            sd = _stat(ppi, "sd")
+            cell = pct(_stat(ppi)) + (f" ± {pct(sd)}" if sd is not None else "")
+        else:
+            cell = ""
+        rows.append(r[:2] + [cell] + r[2:])
+    n = _int(gold.get("n_matched"))
+    missing = {k: v.get("folds_without_gold") for k, v in gold["policies"].items()
+               if isinstance(v, dict) and num(v.get("folds_without_gold"))}
+    note = (f" PPI++ faithfulness: the same held-out retained sets, their support rate estimated from {n} "
+            f"{'simulated ' if simulated else ''}gold labels and the judge's verdicts on the rest (prediction-powered "
+            "inference, power-tuned λ); thresholds are still fitted on the judge's labels.")
+    if missing:
+        note += " Folds whose retained set held no gold item have no PPI++ figure: " + ", ".join(
+            f"{_POLICY_NAMES.get(k, k)} {_int(v)}" for k, v in missing.items()) + "."
+    header = t.header[:2] + ["Faithfulness, PPI++ (%)"] + t.header[2:]
+    return Table(t.caption, header, rows, t.notes + note)
+
+
+def corrected_section(run: Run, figures: dict) -> list:
+    """The "Judge-corrected estimates" section: estimate.json's three intervals per group (table,
+    forest plot, sentences) and compare.json's PPI++ ordering; names `memjudge estimate` when
+    estimate.json is absent."""
+    est, gold = run.get("estimate"), (run.get("compare") or {}).get("gold")
+    rob_ppi = ((run.get("robustness") or {}).get("summary") or {}).get("faithfulness_ppi")
+    if not est and not isinstance(gold, dict) and not isinstance(rob_ppi, dict):
+        return []
+    simulated = _simulated_gold(run)
+    blocks: list = [Heading("Judge-corrected estimates")]
+    if simulated:
+        blocks.append(Note("Simulated gold: the \"hand labels\" here are the generated corpus's construction truth "
+                           "on a random sample, standing in for a person's labels. The corrected figures show what "
+                           "a real gold sample of that size would do; they are not a study of real data."))
+    if est:
+        groups = [g for g in est.get("groups") or [] if isinstance(g, dict)]
+        iv = "persona-cluster bootstrap" if est.get("interval") == "bootstrap" else "iid CLT"
+        blocks.append(Para(
+            f"Judge {judge_label(est.get('judge', ''), run)}; {_int(est.get('n_gold'))} gold labels on "
+            f"{_int(est.get('n_items'))} items" + (" (weighted by their inclusion probabilities)" if est.get("weighted")
+                                                     else "") +
+            f". Judge only: the judge's labels, as every other figure of this report. Gold only: the gold labels "
+            f"alone. PPI++: the gold labels corrected by the judge's labels on everything (prediction-powered "
+            f"inference; valid whatever the judge's errors, narrower than gold only when the judge is informative). "
+            f"Effective gold n: how many gold labels alone would give the PPI++ interval's precision. "
+            f"Intervals: 95% {iv}."))
+        rows = []
+        for g in groups:
+            rows.append([str(g.get("group")), _int(g.get("n_items")), _int(g.get("n_gold")),
+                         pct(g.get("judge_accuracy_on_gold")),
+                         *[pct_ci((g.get(m) or {}).get("value"), g.get(m)) for m, _ in _METHODS],
+                         coef((g.get("ppi") or {}).get("lambda"), 2), _int(g.get("effective_gold_n"))])
+        blocks.append(Table("Support rate three ways, % [95% CI]. Data: estimate.json.",
+                            ["Group", "Items", "Gold", "Judge accuracy on gold (%)", "Judge only", "Gold only",
+                             "PPI++", "λ", "Effective gold n"], rows,
+                            "λ = 1 is plain PPI, λ = 0 gold only. n/a: undefined (e.g. a group without gold)."))
+        if "ppi_forest" in figures:
+            blocks.append(FigureBlock(*figures["ppi_forest"]))
+        sentences = [s for s in (_estimate_sentence(g, simulated) for g in groups) if s]
+        if sentences:
+            blocks.append(Bullets(sentences))
+        for n in est.get("notes") or []:
+            blocks.append(Note(str(n)))
+    else:
+        blocks.append(Note(f"estimate.json is absent: {PARTS['estimate.json'][1]} writes the support rates "
+                           "judge only, gold only and PPI++."))
+    if isinstance(gold, dict):
+        from memjudge.crossval_gold import ordering_sentence
+
+        wa = gold.get("write_all") or {}
+        blocks.append(Para(
+            f"Retention policies (compare --gold): Table 1's PPI++ column estimates each policy's held-out "
+            f"faithfulness with {_int(gold.get('n_matched'))} {'simulated ' if simulated else ''}gold labels; "
+            f"write-all {pct(wa.get('judge'))}% by the judge, {pct(wa.get('ppi'))}% corrected. "
+            + ordering_sentence(gold.get("ordering") or {}, (gold.get("paired") or {}).get("ppi"))))
+    if isinstance(rob_ppi, dict) and num(rob_ppi.get("judges_defined")):
+        n_j = _int(((run.get("robustness") or {}).get("summary") or {}).get("judges"))
+        blocks.append(Para(
+            f"Across judges (robustness --gold): PPI++ puts targeted ≥ global on held-out faithfulness under "
+            f"{_int(rob_ppi.get('judges'))} of {_int(rob_ppi.get('judges_defined'))} judges' labels; each judge's own "
+            f"ordering survives the correction for {_int(rob_ppi.get('survives_judges'))} of {n_j} judges. "
+            "Data: robustness.json (summary.faithfulness_ppi)."))
+    return blocks
+
+
+# ---------------------------------------------------------------------------------------
 # figures
 
 
@@ -1100,6 +1306,7 @@ FIGURE_FILES = {
     "agreement": "fig_agreement.png",
     "fold_differences": "fig_fold_differences.png",
     "panel_errors": "fig_panel_errors.png",
+    "ppi_forest": "fig_ppi_forest.png",
 }
 
 
@@ -1186,6 +1393,7 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
              + (", against the same measured on gold labels (dashed: estimate = measured)" if pe["gold"].notna().any()
                 else "") + ", with 95% persona-cluster intervals"
              + (". Simulated judges" if pan.get("simulated") else "") + ". Data: panel.json.")
+    _corrected_figures(run, save)
     return made
 
 
@@ -1306,9 +1514,10 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
     if cmp_ or "faithfulness_vs_coverage" in figures:
         blocks.append(Heading("Retention policies"))
         if cmp_:
-            blocks.append(table1(cmp_, run=run))
+            blocks.append(table1_ppi(table1(cmp_, run=run), cmp_, _simulated_gold(run)))
         fig("faithfulness_vs_coverage")
         fig("fold_differences")
+    blocks += corrected_section(run, figures)
     if run.get("robustness") or "calibration" in figures:
         blocks.append(Heading("Category support and robustness across judges"))
         fig("support_by_category")

@@ -30,11 +30,20 @@ the single coverage judge's rows when there is only one, else none (coverage nul
                  "faithfulness": {"judges", "units"},            # targeted >= global
                  "coverage": {"judges", "units", "judges_with_coverage", "units_with_coverage"},
                  "lowest_is_gated": {"judges", "units"}}}
+
+With gold labels (``gold=``, ``memjudge robustness --gold GOLD``) each unit's ``table`` also
+holds compare.json's ``gold`` block (`memjudge.crossval_gold`: held-out faithfulness by PPI++
+beside the judge's), and the summary gains ``"faithfulness_ppi": {"judges", "units",
+"judges_defined", "units_defined", "survives_judges", "survives_units"}``: for how many judges
+(units) targeted ≥ global on the paired PPI++ mean, of those where it is defined, and for how
+many the judge's ordering survives the correction.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -42,7 +51,7 @@ import pandas as pd
 from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
 from memjudge.crossval import (
     Prepared, _load_candidates, _load_labels, _num, _resolve_gate, compare_prepared,
-    judges_in, prepare,
+    judges_in, prepare, select_verdicts,
 )
 from memjudge.errors import UsageError
 from memjudge.io import json_safe, only_rubric
@@ -90,6 +99,10 @@ class Unit:
             return None
         return bool(t["mean"] >= g["mean"])
 
+    def ordering_ppi(self) -> dict | None:
+        """compare.json's gold ``ordering`` for this unit (None without gold)."""
+        return self.result.gold.ordering() if getattr(self.result, "gold", None) is not None else None
+
 
 @dataclass
 class RobustnessResult:
@@ -116,13 +129,16 @@ class RobustnessResult:
         fu, _ = count(self.units, "faithfulness")
         cj, cjn = count(prim, "coverage")
         cu, cun = count(self.units, "coverage")
-        return {
+        out = {
             "judges": len(prim), "units": len(self.units),
             "faithfulness": {"judges": fj, "units": fu},
             "coverage": {"judges": cj, "units": cu, "judges_with_coverage": cjn, "units_with_coverage": cun},
             "lowest_is_gated": {"judges": sum(u.lowest in u.gated for u in prim),
                                 "units": sum(u.lowest in u.gated for u in self.units)},
         }
+        if any(u.ordering_ppi() is not None for u in self.units):
+            out["faithfulness_ppi"] = _ppi_counts(prim, self.units)
+        return out
 
     def to_json(self) -> dict:
         units = []
@@ -133,7 +149,7 @@ class RobustnessResult:
                 "n_valid": int(u.prepared.valid.sum()), "has_coverage": u.prepared.has_coverage,
                 "categories": json_safe(u.categories.to_dict("records")),
                 "lowest_category": u.lowest, "gated": list(u.gated), "p_gated_lowest": _num(u.p_gated_lowest),
-                "table": {k: cj[k] for k in ("write_all", "policies", "paired")},
+                "table": {k: cj[k] for k in ("write_all", "policies", "paired", "gold") if k in cj},
             })
         return {
             "gate": self.gate, "floor": self.floor, "repeats": self.repeats, "folds": self.folds,
@@ -183,7 +199,45 @@ class RobustnessResult:
                   f"{s['coverage']['units']}/{s['coverage']['units_with_coverage']} units (with coverage).",
                   f"Lowest-support category is gated: {s['lowest_is_gated']['judges']}/{s['judges']} judges, "
                   f"{s['lowest_is_gated']['units']}/{s['units']} units."]
+        if "faithfulness_ppi" in s:
+            lines += _render_ppi(self.units, s["faithfulness_ppi"], s["judges"], s["units"])
         return "\n".join(lines)
+
+
+def _ppi_counts(prim, units) -> dict:
+    def count(us):
+        orders = [u.ordering_ppi() or {} for u in us]
+        return (sum(1 for o in orders if o.get("ppi")), sum(1 for o in orders if o.get("ppi") is not None),
+                sum(1 for o in orders if o.get("survives")))
+
+    j, jd, js = count(prim)
+    n, nd, ns = count(units)
+    return {"judges": j, "units": n, "judges_defined": jd, "units_defined": nd,
+            "survives_judges": js, "survives_units": ns}
+
+
+def _render_ppi(units, s: dict, n_judges: int, n_units: int) -> list[str]:
+    from memjudge.crossval import _pct, _pts
+
+    g = units[0].result.gold.gold
+    lines = ["", f"Judge-corrected held-out faithfulness (PPI++ with {g.n_matched} gold labels; fold means, %): "
+             "global / targeted, judge only → PPI++",
+             f"{'Judge':<34}{'rep':>4}  {'judge only':>16}{'PPI++':>16}{'Δ PPI (NB 95%)':>26}  survives"]
+    for u in units:
+        gc = u.result.gold
+        pols, pr, o = gc.policies(), gc.paired()["ppi"], gc.ordering()
+
+        def pair(key):
+            return f"{_pct(pols['global'][key]['mean'], 1)}/{_pct(pols['targeted'][key]['mean'], 1)}"
+
+        nb = lambda v: _pts(np.nan if v is None else v)  # noqa: E731
+        d = f"{nb(pr['mean'])} [{nb(pr['nb_lo'])}, {nb(pr['nb_hi'])}]"
+        surv = "—" if o["survives"] is None else ("yes" if o["survives"] else "no")
+        lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  {pair('judge'):>16}{pair('ppi'):>16}{d:>26}  {surv}")
+    lines.append(f"Targeted ≥ global on PPI++ faithfulness: {s['judges']}/{s['judges_defined']} judges, "
+                 f"{s['units']}/{s['units_defined']} units (where defined); the judge's ordering survives the "
+                 f"correction for {s['survives_judges']}/{n_judges} judges, {s['survives_units']}/{n_units} units.")
+    return lines
 
 
 def _load_cov_all(coverage):
@@ -209,14 +263,21 @@ def _coverage_for(cov: pd.DataFrame | None, judge: str):
 
 def robustness(candidates, labels, coverage=None, *, gate="values", floor: float = 0.8, repeats: int = 20,
                folds: int = 5, seed: int = 0, B: int = B_DEFAULT, replicates: bool = True,
-               per_category: str = "greedy") -> RobustnessResult:
+               per_category: str = "greedy", gold=None) -> RobustnessResult:
     """The comparison under every judge (and replicate) in `labels`; see the module docstring.
 
-    candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths)."""
+    candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths).
+    `gold`: hand labels (path or frame); adds PPI++ faithfulness per unit."""
     cand = _load_candidates(candidates)
     lab = _load_labels(labels)
     lab = only_rubric(lab, "support")
     cov = _load_cov_all(coverage)
+    gold_df = gold_path = None
+    if gold is not None:
+        from memjudge.crossval_gold import load_gold
+
+        gold_path = str(Path(gold).resolve()) if isinstance(gold, (str, os.PathLike)) else None
+        gold_df = load_gold(gold)
     judges = judges_in(lab)
     if not judges:
         raise UsageError("labels hold no judge")
@@ -246,6 +307,10 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
         p = p_lowest(reps, [cats.index(c) for c in gated])
         res = compare_prepared(prep, gate=g, floor=floor, repeats=repeats, folds=folds, seed=seed,
                                per_category=per_category)
+        if gold_df is not None:
+            from memjudge.crossval_gold import compare_with_gold
+
+            res.gold = compare_with_gold(res, gold_df, gold_path, select_verdicts(lab, j, r)[0])
         units.append(Unit(j, r, prep, table, lowest, gated, p, res))
     ktab = kendall_table(first_per_judge(units))
     return RobustnessResult(g, float(floor), repeats, folds, seed, B, units, ktab)

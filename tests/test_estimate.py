@@ -1,0 +1,364 @@
+"""`memjudge estimate`: judge-only, gold-only and PPI++ support rates through the CLI and the API,
+against ppi_py (iid data, weights, real SynthPAI data), a loop bootstrap, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import memjudge
+from memjudge.bootstrap import cluster_weights, percentile_interval
+from memjudge.cli import main
+from memjudge.stats.ppi import ppi_mean_point, three_estimates
+
+ppi_py = pytest.importorskip("ppi_py")
+
+TEST_DATA = Path(__file__).parent / "data"
+GROUP_KEYS = {"group", "n_items", "n_gold", "judge_accuracy_on_gold", "judge_only", "gold_only", "ppi",
+              "effective_gold_n"}
+
+
+def _labels(ids, personas, cats, verdicts, judge="sim:j"):
+    return pd.DataFrame({"assertion_id": ids, "persona_id": personas, "category": cats, "judge": judge,
+                         "rubric": "support", "replicate": 0, "verdict": verdicts})
+
+
+def _write_jsonl(path, rows):
+    path = Path(path)
+    with path.open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return path
+
+
+def _world(seed, n_items=1500, n_gold=200, acc=0.9, p=0.8, per_persona=1, cats=("a", "b")):
+    """Items with a true support value, a judge verdict of accuracy `acc`, and gold on a random subset."""
+    rng = np.random.default_rng(seed)
+    truth = rng.random(n_items) < p
+    judge = np.where(rng.random(n_items) < acc, truth, ~truth)
+    ids = [f"x{i:05d}" for i in range(n_items)]
+    personas = [f"p{i // per_persona:05d}" for i in range(n_items)]
+    cat = [cats[i % len(cats)] for i in range(n_items)]
+    lab = _labels(ids, personas, cat, np.where(judge, "supported", "unsupported"))
+    g = np.sort(rng.choice(n_items, n_gold, replace=False))
+    gold = pd.DataFrame({"assertion_id": [ids[i] for i in g],
+                         "verdict": np.where(truth[g], "supported", "unsupported")})
+    return lab, gold, truth, judge, g
+
+
+def _run(capsys, *args):
+    code = main(list(map(str, args)))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------------------
+# equality with ppi_py
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_clt_estimate_equals_ppi_py_on_iid_data(tmp_path, capsys, seed):
+    lab, gold, truth, judge, g = _world(seed, acc=0.75 + 0.07 * seed)
+    lp = tmp_path / "labels.jsonl"
+    lab.to_json(lp, orient="records", lines=True)
+    gp = tmp_path / "gold.csv"
+    gold.to_csv(gp, index=False)
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp, "--interval", "clt", "--json", "--out", tmp_path / "run")
+    assert code == 0, err
+    res = json.loads(out)
+    assert json.loads((tmp_path / "run" / "estimate.json").read_text()) == res
+    assert {"judge", "n_items", "n_gold", "interval", "groups"} <= set(res)
+    assert res["judge"] == "sim:j" and res["n_items"] == 1500 and res["n_gold"] == 200 and res["interval"] == "clt"
+    grp = res["groups"][0]
+    assert set(grp) >= GROUP_KEYS and grp["group"] == "all"
+    Y, Yh = truth[g].astype(float), judge[g].astype(float)
+    unl = np.setdiff1d(np.arange(len(truth)), g)
+    Yu = judge[unl].astype(float)
+    point = ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None)
+    lo, hi = ppi_py.ppi_mean_ci(Y, Yh, Yu, alpha=0.05, lam=None)
+    assert grp["ppi"]["value"] == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
+    assert grp["ppi"]["lo"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
+    assert grp["ppi"]["hi"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
+    _, lam = ppi_mean_point(Y, Yh, Yu)
+    assert grp["ppi"]["lambda"] == pytest.approx(lam, abs=1e-12)
+    # gold only = PPI with λ = 0 = the classical mean and its CLT interval
+    glo, ghi = ppi_py.ppi_mean_ci(Y, Yh, Yu, alpha=0.05, lam=0)
+    assert grp["gold_only"]["value"] == pytest.approx(Y.mean(), abs=1e-12)
+    assert grp["gold_only"]["lo"] == pytest.approx(float(np.ravel(glo)[0]), abs=1e-9)
+    assert grp["gold_only"]["hi"] == pytest.approx(float(np.ravel(ghi)[0]), abs=1e-9)
+    assert grp["judge_only"]["value"] == pytest.approx(judge.mean(), abs=1e-12)
+    assert grp["judge_accuracy_on_gold"] == pytest.approx((Y == Yh).mean())
+    # effective gold n = n_gold · var(gold only) / var(PPI++), here from the CLT variances
+    eff = 200 * ((ghi - glo) / (hi - lo)) ** 2
+    assert grp["effective_gold_n"] == pytest.approx(float(np.ravel(eff)[0]), rel=1e-9)
+
+
+def test_weighted_estimate_equals_ppi_py_with_weights(tmp_path):
+    """A stratified sample: gold items weigh 1/inclusion_prob, unlabelled items 1/(1 − π_h)."""
+    lab, _, truth, judge, _ = _world(7, n_items=2000, acc=0.85, cats=("a", "b", "c"))
+    lp = tmp_path / "labels.jsonl"
+    lab.to_json(lp, orient="records", lines=True)
+    sp = tmp_path / "sample.jsonl"
+    rows = memjudge.sample(_candidates(lab, tmp_path), 240, labels=lp, strategy="stratified", seed=4)
+    rows.to_json(sp, orient="records", lines=True)
+    tmap = dict(zip(lab["assertion_id"], truth))
+    gold = pd.DataFrame({"assertion_id": rows["assertion_id"],
+                         "verdict": ["supported" if tmap[a] else "unsupported" for a in rows["assertion_id"]]})
+    res = memjudge.estimate(lp, gold, sample=sp, interval="clt")
+    assert res.weighted
+    grp = res.to_dict()["groups"][0]
+    ids = lab["assertion_id"].to_numpy()
+    in_s = np.isin(ids, rows["assertion_id"])
+    pi = rows.set_index("assertion_id")["inclusion_prob"]
+    stratum_pi = rows.groupby("stratum")["inclusion_prob"].max()
+    key = lab["category"] + "|" + lab["verdict"]
+    w = 1.0 / pi.loc[ids[in_s]].to_numpy()
+    wu = 1.0 / (1.0 - key[~in_s].map(stratum_pi).to_numpy())
+    Y, Yh, Yu = truth[in_s].astype(float), judge[in_s].astype(float), judge[~in_s].astype(float)
+    point = ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None, w=w, w_unlabeled=wu)
+    lo, hi = ppi_py.ppi_mean_ci(Y, Yh, Yu, alpha=0.05, lam=None, w=w, w_unlabeled=wu)
+    assert grp["ppi"]["value"] == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
+    assert grp["ppi"]["lo"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
+    assert grp["ppi"]["hi"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
+    assert grp["gold_only"]["value"] == pytest.approx(np.sum(w * Y) / np.sum(w), abs=1e-9)
+
+
+def _candidates(lab, tmp_path):
+    c = lab[["assertion_id", "persona_id", "category"]].assign(text="User is someone.")
+    p = tmp_path / "candidates.jsonl"
+    c.to_json(p, orient="records", lines=True)
+    return p
+
+
+def test_real_synthpai_llm_judge_against_human_gold(tmp_path, capsys):
+    """Real data: SynthPAI's human-checked verdicts as gold on a random subset, the LLM-only verdicts
+    as the judge ('partial' counts as not supported on both sides)."""
+    code, _, err = _run(capsys, "import", "synthpai", TEST_DATA / "synthpai_sample", "--out", tmp_path / "sp")
+    assert code == 0, err
+    lab = memjudge.read_labels(tmp_path / "sp" / "labels.jsonl")
+    llm = lab[lab["judge"] == "synthpai:llm-only"]
+    human = lab[lab["judge"] == "synthpai:human-checked"].set_index("assertion_id")["verdict"]
+    rng = np.random.default_rng(0)
+    ids = np.sort(llm["assertion_id"].to_numpy())
+    gold_ids = np.sort(rng.choice(ids, 300, replace=False))
+    pd.DataFrame({"assertion_id": gold_ids, "verdict": human.loc[gold_ids].to_numpy()}).to_csv(tmp_path / "gold.csv", index=False)
+    code, out, err = _run(capsys, "estimate", tmp_path / "sp" / "labels.jsonl", "--gold", tmp_path / "gold.csv",
+                          "--judge", "synthpai:llm-only", "--interval", "clt", "--json")
+    assert code == 0, err
+    grp = json.loads(out)["groups"][0]
+    jv = llm.set_index("assertion_id")["verdict"]
+    Y = (human.loc[gold_ids] == "supported").to_numpy(float)
+    Yh = (jv.loc[gold_ids] == "supported").to_numpy(float)
+    Yu = (jv.loc[np.setdiff1d(ids, gold_ids)] == "supported").to_numpy(float)
+    point = ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None)
+    lo, hi = ppi_py.ppi_mean_ci(Y, Yh, Yu, alpha=0.05, lam=None)
+    assert grp["n_items"] == len(ids) and grp["n_gold"] == 300
+    assert grp["ppi"]["value"] == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
+    assert grp["ppi"]["lo"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
+    assert grp["ppi"]["hi"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
+    # The LLM judge agrees well with the humans here: PPI++ is narrower than gold only.
+    assert grp["ppi"]["hi"] - grp["ppi"]["lo"] < grp["gold_only"]["hi"] - grp["gold_only"]["lo"]
+    assert grp["effective_gold_n"] > 300
+
+
+def test_bootstrap_equals_a_loop_over_resampled_personas():
+    """The vectorised persona bootstrap (per-persona sums, λ re-tuned per resample) equals
+    resampling the personas' items explicitly and calling the item-level estimator."""
+    lab, gold, truth, judge, g = _world(3, n_items=240, n_gold=60, per_persona=4)
+    B, seed = 150, 11
+    res = memjudge.estimate(lab, gold, B=B, seed=seed)
+    grp = res.to_dict()["groups"][0]
+    personas = np.array(sorted(lab["persona_id"].unique()))
+    pcode = np.searchsorted(personas, lab["persona_id"].to_numpy())
+    W = cluster_weights(len(personas), B, seed)
+    is_gold = np.zeros(len(truth), bool)
+    is_gold[g] = True
+    reps = []
+    for b in range(B):
+        idx = np.concatenate([np.repeat(np.flatnonzero(pcode == p), int(W[b, p])) for p in range(len(personas))])
+        gi, ui = idx[is_gold[idx]], idx[~is_gold[idx]]
+        reps.append(ppi_mean_point(truth[gi].astype(float), judge[gi].astype(float), judge[ui].astype(float))[0])
+    lo, hi = percentile_interval(np.array(reps))
+    args = (pcode, truth.astype(float), judge.astype(float), is_gold, np.ones(len(truth), bool), judge)
+    raw = three_estimates(*args, n_personas=len(personas), W=W, pad=False)
+    assert raw["ppi_lo"] == pytest.approx(lo, abs=1e-9)
+    assert raw["ppi_hi"] == pytest.approx(hi, abs=1e-9)
+    # The default adds the small-count floor: the percentile interval, widened where needed to the
+    # CLT interval with two pseudo gold items of each disagreement (Y=1, Ŷ=0 and Y=0, Ŷ=1).
+    Y, Yh = truth[is_gold].astype(float), judge[is_gold].astype(float)
+    plo, phi = ppi_py.ppi_mean_ci(np.r_[Y, 1, 1, 0, 0.0], np.r_[Yh, 0, 0, 1, 1.0], judge[~is_gold].astype(float),
+                                  alpha=0.05, lam=grp["ppi"]["lambda"])
+    half = (float(np.ravel(phi)[0]) - float(np.ravel(plo)[0])) / 2
+    assert grp["ppi"]["lo"] == pytest.approx(min(lo, grp["ppi"]["value"] - half), abs=1e-9)
+    assert grp["ppi"]["hi"] == pytest.approx(max(hi, grp["ppi"]["value"] + half), abs=1e-9)
+    # The estimate itself does not depend on the interval method.
+    clt = memjudge.estimate(lab, gold, interval="clt").to_dict()["groups"][0]
+    assert clt["ppi"]["value"] == pytest.approx(grp["ppi"]["value"], abs=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# API shape, groups, planning
+
+
+def test_api_result_frame_and_categories():
+    lab, gold, *_ = _world(5, cats=("values", "work", "hobbies"))
+    res = memjudge.estimate(lab, gold, by="category")
+    d = res.to_dict()
+    assert [g["group"] for g in d["groups"]] == ["all", "hobbies", "values", "work"]
+    assert sum(g["n_gold"] for g in d["groups"][1:]) == d["n_gold"] == 200
+    f = res.frame
+    assert list(f["group"]) == ["all", "hobbies", "values", "work"]
+    assert {"judge_only", "gold_only_lo", "ppi", "ppi_hi", "lambda", "effective_gold_n"} <= set(f.columns)
+    for g in d["groups"]:
+        for k in ("judge_only", "gold_only", "ppi"):
+            assert g[k]["lo"] <= g[k]["value"] <= g[k]["hi"]
+
+
+def test_category_without_gold_is_null_with_a_note(tmp_path, capsys):
+    lab, gold, *_ = _world(6, cats=("values", "work"))
+    gold = gold[gold["assertion_id"].isin(lab.loc[lab["category"] == "work", "assertion_id"])]
+    lp, gp = tmp_path / "l.jsonl", tmp_path / "g.jsonl"
+    lab.to_json(lp, orient="records", lines=True)
+    gold.to_json(gp, orient="records", lines=True)
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp, "--by", "category", "--json")
+    assert code == 0
+    vals = [g for g in json.loads(out)["groups"] if g["group"] == "values"][0]
+    assert vals["n_gold"] == 0 and vals["gold_only"] == {"value": None, "lo": None, "hi": None}
+    assert vals["ppi"]["value"] is None and vals["ppi"]["lambda"] is None and vals["effective_gold_n"] is None
+    assert vals["judge_only"]["value"] is not None
+    assert "group 'values' has no gold item" in err
+    code, out, _ = _run(capsys, "estimate", lp, "--gold", gp, "--by", "category")
+    assert "group 'values' has no gold item" in out
+
+
+def test_plan_predicts_the_half_width_it_promises(capsys, tmp_path):
+    lab, gold, truth, judge, g = _world(8, n_items=6000, n_gold=150, acc=0.9)
+    res = memjudge.estimate(lab, gold, interval="clt", half_width=0.02)
+    plan = res.plan
+    assert plan["reachable"] and plan["n_more"] > 0
+    n_need = plan["n_gold_needed"]
+    # Draw that many gold items from the same world: the realised half-widths average the target.
+    rng = np.random.default_rng(1)
+    hws = []
+    for _ in range(20):
+        gi = np.sort(rng.choice(len(truth), n_need, replace=False))
+        gd = pd.DataFrame({"assertion_id": lab["assertion_id"].to_numpy()[gi],
+                           "verdict": np.where(truth[gi], "supported", "unsupported")})
+        r = memjudge.estimate(lab, gd, interval="clt").to_dict()["groups"][0]["ppi"]
+        hws.append((r["hi"] - r["lo"]) / 2)
+    assert np.mean(hws) == pytest.approx(0.02, rel=0.1)
+    tighter = memjudge.estimate(lab, gold, interval="clt", half_width=0.015).plan
+    assert tighter["n_gold_needed"] > n_need
+    lp, gp = tmp_path / "l.jsonl", tmp_path / "g.csv"
+    lab.to_json(lp, orient="records", lines=True)
+    gold.to_csv(gp, index=False)
+    code, out, _ = _run(capsys, "estimate", lp, "--gold", gp, "--plan", "--half-width", "0.02", "--json")
+    assert code == 0 and json.loads(out)["plan"]["n_more"] > 0
+    code, out, _ = _run(capsys, "estimate", lp, "--gold", gp, "--plan", "--half-width", "0.0001")
+    assert code == 0 and "not reachable" in out
+
+
+# ---------------------------------------------------------------------------------------
+# gold files: annotators, relabelling, skips, mismatches
+
+
+def test_gold_rules_annotators_latest_skip_and_unmatched(tmp_path, capsys):
+    ids = [f"a{i}" for i in range(8)]
+    lab = _labels(ids, [f"p{i}" for i in range(8)], "c", ["supported"] * 6 + [None, "unsupported"])
+    lp = tmp_path / "l.jsonl"
+    lab.to_json(lp, orient="records", lines=True)
+    rows = [
+        {"assertion_id": "a0", "verdict": "supported", "annotator": "ann", "labelled_at": "2026-01-01T10:00:00Z"},
+        {"assertion_id": "a0", "verdict": "unsupported", "annotator": "ann", "labelled_at": "2026-01-02T10:00:00Z"},  # latest
+        {"assertion_id": "a1", "verdict": "supported", "annotator": "x"},
+        {"assertion_id": "a1", "verdict": "unsupported", "annotator": "y"},                                      # tie
+        {"assertion_id": "a2", "verdict": "supported", "annotator": "x"},
+        {"assertion_id": "a2", "verdict": "supported", "annotator": "y"},
+        {"assertion_id": "a2", "verdict": "unsupported", "annotator": "z"},                                      # 2:1
+        {"assertion_id": "a3", "verdict": "skip", "annotator": "x"},                                             # no verdict
+        {"assertion_id": "a6", "verdict": "supported", "annotator": "x"},                                        # judge null
+        {"assertion_id": "a7", "verdict": "unsupported", "annotator": "x"},
+        {"assertion_id": "zz", "verdict": "supported", "annotator": "x"},                                        # unmatched
+    ]
+    gp = _write_jsonl(tmp_path / "g.jsonl", rows)
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp, "--interval", "clt", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["gold"] == {"rows": 11, "items": 5, "matched": 4, "unmatched": 1, "null_judge_verdict": 1,
+                           "non_verdicts": 1, "ties": 1, "annotators": 4}
+    grp = res["groups"][0]
+    # gold: a0 → 0, a2 → 1, a6 → 1, a7 → 0; the judge said 1, 1, null, 0
+    assert grp["gold_only"]["value"] == pytest.approx(0.5)
+    assert grp["judge_accuracy_on_gold"] == pytest.approx(2 / 3)
+    # PPI with Ŷ = 0 for the null verdict, equal to ppi_py with that predictor
+    Y, Yh = np.array([0.0, 1, 1, 0]), np.array([1.0, 1, 0, 0])
+    Yu = np.array([1.0, 1, 1, 1])  # a1, a3, a4, a5
+    ref = ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None)
+    assert grp["ppi"]["value"] == pytest.approx(float(np.ravel(ref)[0]), abs=1e-9)
+    for phrase in ("match no labelled item", "no valid judge verdict", "non-verdicts", "tied annotators"):
+        assert phrase in err
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([{"assertion_id": "a0", "verdict": "supported", "annotator": "x"},
+      {"assertion_id": "a0", "verdict": "unsupported", "annotator": "x"}], "conflicting gold verdicts for 'a0'"),
+    ([{"assertion_id": "q1", "verdict": "supported"}], "none of its 1 gold assertion ids"),
+    ([{"assertion_id": "a1", "verdict": "skip"}], "no gold verdict"),
+    ([{"assertion_id": "a1", "verdict": "supported", "labelled_at": "yesterday-ish"}], "'labelled_at' is not a date"),
+])
+def test_bad_gold_is_one_line_exit_2(tmp_path, capsys, rows, message):
+    lab = _labels(["a0", "a1", "a2"], ["p0", "p1", "p2"], "c", ["supported"] * 3)
+    lp = tmp_path / "l.jsonl"
+    lab.to_json(lp, orient="records", lines=True)
+    gp = _write_jsonl(tmp_path / "g.jsonl", rows)
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err and str(gp) in err
+
+
+def test_bad_arguments(tmp_path, capsys):
+    lab, gold, *_ = _world(1, n_items=50, n_gold=10)
+    lp, gp = tmp_path / "l.jsonl", tmp_path / "g.csv"
+    lab.to_json(lp, orient="records", lines=True)
+    gold.to_csv(gp, index=False)
+    for args, msg in ((["--plan"], "--plan needs --half-width"), (["--half-width", "0.1"], "goes with --plan"),
+                      (["--plan", "--half-width", "2"], "half-width must be in (0, 1)"),
+                      (["--judge", "sim:other"], "not in labels")):
+        code, _, err = _run(capsys, "estimate", lp, "--gold", gp, *args)
+        assert code == 2 and msg in err and err.count("\n") == 1
+
+
+def test_majority_of_replicates_and_bad_inclusion_prob(tmp_path, capsys):
+    ids = [f"a{i}" for i in range(6)]
+    rows = []
+    for i, aid in enumerate(ids):
+        # replicates 0, 1, 2: the majority is 'supported' for a0..a3, 'unsupported' for a4, a5
+        for r, v in enumerate(["supported", "supported", "unsupported"] if i < 4 else ["supported", "unsupported", "unsupported"]):
+            rows.append({"assertion_id": aid, "persona_id": f"p{i}", "category": "c", "judge": "sim:j",
+                         "rubric": "support", "replicate": r, "verdict": v})
+    lp = _write_jsonl(tmp_path / "l.jsonl", rows)
+    gp = _write_jsonl(tmp_path / "g.jsonl", [{"assertion_id": "a0", "verdict": "supported"},
+                                              {"assertion_id": "a4", "verdict": "supported"}])
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp, "--replicate", "majority", "--json")
+    assert code == 0, err
+    grp = json.loads(out)["groups"][0]
+    assert grp["judge_only"]["value"] == pytest.approx(4 / 6)
+    assert grp["judge_accuracy_on_gold"] == pytest.approx(0.5)
+    code, out, err = _run(capsys, "estimate", lp, "--gold", gp, "--replicate", "2", "--json")
+    assert json.loads(out)["groups"][0]["judge_only"]["value"] == pytest.approx(0.0)
+    bad = _write_jsonl(tmp_path / "s.jsonl", [{"assertion_id": "a0", "verdict": "supported", "inclusion_prob": 0,
+                                               "stratum": "all", "strata_by": ""}])
+    code, out, err = _run(capsys, "estimate", lp, "--gold", bad)
+    assert code == 2 and "'inclusion_prob' must be a number in (0, 1]" in err and "s.jsonl:1" in err
+
+
+def test_plan_under_the_bootstrap_starts_from_the_interval_shown():
+    lab, gold, *_ = _world(9, n_items=3000, n_gold=150, per_persona=5)
+    grp = memjudge.estimate(lab, gold).to_dict()["groups"][0]["ppi"]
+    shown = (grp["hi"] - grp["lo"]) / 2
+    assert memjudge.estimate(lab, gold, half_width=shown * 1.02).plan["n_more"] == 0
+    assert memjudge.estimate(lab, gold, half_width=shown * 0.9).plan["n_more"] > 0
