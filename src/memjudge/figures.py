@@ -571,6 +571,10 @@ def panel_error_rates(errors: pd.DataFrame, title: str | None = None) -> Figure:
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), frameon=False)
     fig.suptitle(title or ("Judge error rates: panel estimate against gold" if has_gold else
                            "Judge error rates estimated by the panel (no gold)"), fontsize=9.5)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
 # judge-corrected estimates (forest plot)
 
 # One colour and marker per way of estimating, in this order top to bottom within a group.
