@@ -396,3 +396,56 @@ def test_row_order_never_matters_property(perm_seed, gate):
     shuffled = compare(cand.iloc[rng.permutation(len(cand))], lab.iloc[rng.permutation(len(lab))],
                        cov.iloc[rng.permutation(len(cov))], gate=gate, repeats=2, folds=3, floor=0.7).to_json()
     assert shuffled == base
+
+
+# ---------------------------------------------------------------------------------------
+# coverage that cannot be measured: null everywhere, said in a note, everything else computed
+
+
+def _no_judged_fact(kind, cand, cov):
+    if kind == "every covered_by null":
+        return cov.assign(covered_by=[None] * len(cov))
+    if kind == "empty frame":
+        return cov.iloc[0:0]
+    if kind == "empty frame without rows or types":
+        return pd.DataFrame({"persona_id": [], "fact_id": [], "covered_by": []})
+    return cov.assign(persona_id="other-" + cov["persona_id"])  # every fact's persona has no candidate
+
+
+@pytest.mark.parametrize("kind, note", [
+    ("every covered_by null", "reference facts without a coverage verdict excluded"),
+    ("empty frame", "no judged reference fact"),
+    ("empty frame without rows or types", "no judged reference fact"),
+    ("personas without candidates", "reference facts of personas without candidates excluded"),
+])
+def test_coverage_without_a_judged_fact_is_null_everywhere_with_a_note(kind, note):
+    cand, lab, cov = synthetic(n_personas=12, seed=4)
+    res = compare(cand, lab, _no_judged_fact(kind, cand, cov), repeats=2, folds=3)
+    j = res.to_json()
+    json.dumps(j, allow_nan=False)
+    assert j["write_all"]["coverage"] is None
+    for p in j["policies"].values():
+        assert p["coverage"] is None and p["delta_coverage"] is None
+    assert j["paired"]["coverage"] is None
+    assert all(r["coverage"] is None for r in j["folds_detail"])
+    text = res.render()
+    assert note in text and "no judged reference fact" in text
+    # every other figure is the one computed without a coverage file
+    base = compare(cand, lab, repeats=2, folds=3).to_json()
+    for key in ("write_all", "policies", "paired", "folds_detail"):
+        assert j[key] == base[key], key
+    sweep = res.sweep()
+    assert all(r["coverage"] is None for r in sweep["global"] + sweep["targeted"])
+
+
+def test_cli_compare_with_an_all_null_coverage_file(cli, files, tmp_path):
+    cov = pd.read_json(files["cov"], lines=True).assign(covered_by=None)
+    path = tmp_path / "null_cov.jsonl"
+    cov.to_json(path, orient="records", lines=True)
+    args = ("compare", files["cand"], "--labels", files["labels"], "--coverage", path, "--repeats", "1", "--folds", "2")
+    r = cli(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["write_all"]["coverage"] is None and j["write_all"]["faithfulness"] is not None
+    human = cli(*args)
+    assert f"{len(cov)} reference facts without a coverage verdict excluded" in human.stdout

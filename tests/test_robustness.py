@@ -144,3 +144,19 @@ def test_rubric_versions_are_one_rubric(corpus):
     assert sorted({u.judge for u in res.units}) == ["sim:a", "sim:b"]
     one = compare(cand, mixed, cov, judge="sim:b", repeats=1, folds=3)
     assert one.to_json()["judge"] == "sim:b"
+
+
+@pytest.mark.parametrize("kind", ["every covered_by null", "empty frame", "personas without candidates"])
+def test_coverage_without_a_judged_fact_leaves_coverage_null_and_the_rest_computed(corpus, kind):
+    from test_crossval import _no_judged_fact
+
+    cand, lab, cov = corpus
+    res = robustness(cand, lab, _no_judged_fact(kind, cand, cov), repeats=1, folds=3, B=100)
+    base = robustness(cand, lab, None, repeats=1, folds=3, B=100).to_json()
+    j = res.to_json()
+    json.dumps(j, allow_nan=False)
+    assert j["summary"]["coverage"]["units_with_coverage"] == 0
+    for u, b in zip(j["units"], base["units"]):
+        assert u["table"]["write_all"]["coverage"] is None and u["table"]["paired"]["coverage"] is None
+        assert u["categories"] == b["categories"]
+        assert u["table"]["policies"] == b["table"]["policies"]

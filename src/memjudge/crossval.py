@@ -11,7 +11,10 @@ on the other personas (`memjudge.policies` explains the fit). On the held-out fo
 - retention = retained / all held-out candidates (valid verdict or not);
 - estimated coverage = share of the held-out personas' judged reference facts stated by at
   least one retained candidate (fact → assertion map from a coverage file judged once on the
-  full candidate set; a fact whose ``covered_by`` is null was not judged and is excluded).
+  full candidate set; a fact whose ``covered_by`` is null was not judged and is excluded, and
+  so is a fact of a persona without candidates; both are counted in the notes). With no judged
+  fact left (an empty file, every ``covered_by`` null, ...) coverage is null everywhere and
+  every other figure is computed as without a coverage file.
 
 Table 1: per policy, fold mean ± SD (ddof = 1) of each metric; the write-all row holds the
 full-sample values and the change against write-all uses that row (as the paper does). Paired
@@ -103,6 +106,7 @@ class Prepared:
     pair_fact: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     pair_cand: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     n_facts_unjudged: int = 0
+    n_facts_without_candidates: int = 0
     n_unlabelled: int = 0
     n_labels_unmatched: int = 0
     inputs: dict = field(default_factory=dict)
@@ -110,6 +114,12 @@ class Prepared:
     @property
     def n(self) -> int:
         return len(self.conf)
+
+    @property
+    def coverage_measured(self) -> bool:
+        """A coverage map with at least one judged fact of a persona with candidates: without
+        one, coverage is null everywhere (not 0, not NaN) and the notes say why."""
+        return self.has_coverage and len(self.fact_persona) > 0
 
     def gate_codes(self, gate) -> np.ndarray:
         return np.flatnonzero(np.isin(self.categories, list(gate)))
@@ -267,17 +277,21 @@ def aid_in(aid: np.ndarray, index) -> np.ndarray:
 
 
 def _attach_coverage(prep: Prepared, cov: pd.DataFrame) -> None:
-    judged = cov["covered_by"].map(lambda x: x is not None and not (isinstance(x, float) and np.isnan(x)))
+    # Masks as numpy bools: a boolean Series of an empty frame has dtype object, and indexing
+    # with it selects (no) columns instead of rows.
+    judged = np.fromiter((x is not None and not (isinstance(x, float) and np.isnan(x)) for x in cov["covered_by"]),
+                         dtype=bool, count=len(cov))
     prep.n_facts_unjudged = int((~judged).sum())
-    cov = cov[judged.to_numpy()]
-    # Facts of personas without candidates cannot be held out with a persona; left out.
+    cov = cov[judged]
+    # Facts of personas without candidates cannot be held out with a persona; left out, counted.
     pcode = pd.Index(prep.personas).get_indexer(cov["persona_id"].to_numpy())
+    prep.n_facts_without_candidates = int((pcode < 0).sum())
     cov = cov[pcode >= 0]
     pcode = pcode[pcode >= 0]
     prep.has_coverage = True
     prep.fact_persona = pcode.astype(np.int64)
-    lengths = cov["covered_by"].map(len).to_numpy()
-    fact = np.repeat(np.arange(len(cov)), lengths)
+    lengths = np.fromiter((len(x) for x in cov["covered_by"]), dtype=np.int64, count=len(cov))
+    fact = np.repeat(np.arange(len(cov), dtype=np.int64), lengths)
     ids = [str(x) for lst in cov["covered_by"] for x in lst]
     cand = pd.Index(prep.assertion_ids).get_indexer(ids) if ids else np.zeros(0, np.int64)
     ok = cand >= 0
@@ -399,7 +413,7 @@ def full_sample(prep: Prepared, thr: np.ndarray | None = None) -> dict:
     if thr is None:
         thr = np.full(len(prep.categories), NEG_INF)
     f, r, c = e.evaluate(np.arange(prep.n), thr, np.arange(len(prep.fact_persona)), prep.pair_fact, prep.pair_cand)
-    return {"faithfulness": f, "retention": r, "coverage": c if prep.has_coverage else None}
+    return {"faithfulness": f, "retention": r, "coverage": c if prep.coverage_measured else None}
 
 
 def run_protocol(prep: Prepared, *, gate, floor: float, repeats: int, folds: int, seed: int,
@@ -443,7 +457,7 @@ def run_protocol(prep: Prepared, *, gate, floor: float, repeats: int, folds: int
                 t = None if not len(gcodes) or thr[gcodes[0]] == NEG_INF else float(thr[gcodes[0]])
             else:
                 t = None if thr[0] == NEG_INF else float(thr[0])
-            rows.append((r, k, name, t, f, ret, cov if prep.has_coverage else np.nan))
+            rows.append((r, k, name, t, f, ret, cov if prep.coverage_measured else np.nan))
     df = pd.DataFrame(rows, columns=["repeat", "fold", "policy", "threshold", *METRICS])
     return df, gates, float(np.mean(ratios))
 
@@ -485,7 +499,7 @@ class CompareResult:
 
     def policies(self) -> dict:
         out = {}
-        has_cov = self.prepared.has_coverage
+        has_cov = self.prepared.coverage_measured
         for name in self.policy_names:
             f = _mean_sd(self._metric(name, "faithfulness"))
             r = _mean_sd(self._metric(name, "retention"))
@@ -500,7 +514,7 @@ class CompareResult:
     def paired(self) -> dict:
         out = {}
         for m in METRICS:
-            if m == "coverage" and not self.prepared.has_coverage:
+            if m == "coverage" and not self.prepared.coverage_measured:
                 out[m] = None
                 continue
             diff = self._metric("targeted", m) - self._metric("global", m)
@@ -730,7 +744,7 @@ def _sweep_rows(prep: Prepared, gated: np.ndarray) -> list[dict]:
     cov = _coverage_curve(prep, ng, opt.thresholds)
     # −∞ and the lowest confidence make the same decisions; keep both, as candidates.
     return [{"threshold": _num(t), "faithfulness": _num(f), "retention": _num(r),
-             "coverage": _num(c) if prep.has_coverage else None}
+             "coverage": _num(c) if prep.coverage_measured else None}
             for t, f, r, c in zip(opt.thresholds, faith, ret, cov)]
 
 
@@ -882,6 +896,10 @@ def render_table(res: CompareResult) -> str:
         notes.append(f"{p.n_labels_unmatched} labels name assertions that are not among the candidates (ignored)")
     if p.has_coverage and p.n_facts_unjudged:
         notes.append(f"{p.n_facts_unjudged} reference facts without a coverage verdict excluded")
+    if p.has_coverage and p.n_facts_without_candidates:
+        notes.append(f"{p.n_facts_without_candidates} reference facts of personas without candidates excluded")
+    if p.has_coverage and not p.coverage_measured:
+        notes.append("no judged reference fact of a persona with candidates: estimated coverage not computed")
     if not p.has_coverage:
         notes.append("no coverage file: estimated coverage not computed")
     for n in notes:
