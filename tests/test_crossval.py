@@ -17,7 +17,8 @@ from memjudge.errors import UsageError
 
 S, U = "supported", "unsupported"
 ROOT_SRC = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "src")
-KEYS = ["judge", "floor", "gate", "repeats", "folds", "seed", "write_all", "policies", "paired", "folds_detail"]
+KEYS = ["judge", "floor", "gate", "repeats", "folds", "seed", "strict_binary", "write_all", "policies", "paired",
+        "folds_detail"]
 
 
 def synthetic(n_personas=30, seed=0, judges=("sim:a",), conf_levels=None):
@@ -449,3 +450,76 @@ def test_cli_compare_with_an_all_null_coverage_file(cli, files, tmp_path):
     assert j["write_all"]["coverage"] is None and j["write_all"]["faithfulness"] is not None
     human = cli(*args)
     assert f"{len(cov)} reference facts without a coverage verdict excluded" in human.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# a third verdict ("partial", or any label but supported/unsupported)
+
+
+def third_verdict_case():
+    """Hand case: p1 a S, b partial, c U; p2 d S, e partial, f null.
+    Default: valid a b c d e, supported a d → 2/5. Strict binary: valid a c d → 2/3."""
+    cand = pd.DataFrame({"persona_id": ["p1", "p1", "p1", "p2", "p2", "p2"], "assertion_id": list("abcdef"),
+                         "category": ["values", "values", "work", "work", "values", "work"],
+                         "confidence": [0.9, 0.5, 0.7, 0.8, 0.3, 0.6], "text": "t"})
+    lab = pd.DataFrame({"assertion_id": list("abcdef"), "persona_id": ["p1"] * 3 + ["p2"] * 3,
+                        "judge": "j", "rubric": "support", "replicate": 0,
+                        "verdict": [S, "partial", U, S, "partial", None]})
+    return cand, lab
+
+
+def test_a_third_verdict_is_valid_and_not_supported_unless_strict_binary():
+    cand, lab = third_verdict_case()
+    default = compare(cand, lab, gate="values", floor=0.5, repeats=1, folds=2)
+    strict = compare(cand, lab, gate="values", floor=0.5, repeats=1, folds=2, strict_binary=True)
+    assert default.write_all["faithfulness"] == pytest.approx(2 / 5)
+    assert strict.write_all["faithfulness"] == pytest.approx(2 / 3)
+    assert default.write_all["retention"] == strict.write_all["retention"] == 1.0  # retention counts every candidate
+    assert int(default.prepared.valid.sum()) == 5 and int(strict.prepared.valid.sum()) == 3
+    assert default.prepared.n_nonbinary == strict.prepared.n_nonbinary == 2
+    assert default.to_json()["strict_binary"] is False and strict.to_json()["strict_binary"] is True
+    assert "2 candidates have a verdict other than supported/unsupported: valid and not supported" in default.render()
+    assert "excluded from faithfulness" in strict.render()
+    # held-out folds and the calibration table follow the same reading
+    d = strict.folds_detail
+    p2_fold = d[(d.policy == "write_all") & (d.faithfulness == 1.0)]
+    assert len(p2_fold) == 1  # persona p2 alone: d supported, e set aside, f null → 1/1
+    cal = {c["category"]: c for c in strict.calibration(B=20)["categories"]}
+    assert (cal["values"]["valid"], cal["values"]["supported"]) == (1, 1)
+    cal = {c["category"]: c for c in default.calibration(B=20)["categories"]}
+    assert (cal["values"]["valid"], cal["values"]["supported"]) == (3, 1)
+
+
+def test_strict_binary_treats_a_third_verdict_like_null_in_a_majority():
+    cand, lab = third_verdict_case()
+    reps = pd.concat([lab.assign(replicate=r) for r in range(3)], ignore_index=True)
+    a = reps["assertion_id"] == "a"
+    reps.loc[a, "verdict"] = ["partial", "partial", S]
+    default = prepare(cand, reps, replicate="majority")
+    strict = prepare(cand, reps, replicate="majority", strict_binary=True)
+    assert (default.valid[0], default.sup[0]) == (True, False)   # partial wins 2–1
+    assert (strict.valid[0], strict.sup[0]) == (True, True)      # partial set aside: supported 1–0
+
+
+def test_policy_classes_read_a_third_verdict_the_same_way():
+    from memjudge.policies import GlobalThreshold, make_policy
+
+    cand, lab = third_verdict_case()
+    frame = cand.merge(lab[["assertion_id", "verdict"]], on="assertion_id")
+    assert GlobalThreshold(1.0).fit(frame).fit_info_["faithfulness"] == pytest.approx(2 / 5)  # floor 1: keep all
+    strict = make_policy("global", floor=1.0, strict_binary=True).fit(frame)
+    assert strict.fit_info_["faithfulness"] == pytest.approx(2 / 3) and strict.fit_info_["strict_binary"] is True
+
+
+def test_cli_strict_binary(cli, tmp_path):
+    cand, lab = third_verdict_case()
+    cp, lp = tmp_path / "c.jsonl", tmp_path / "l.jsonl"
+    cand.to_json(cp, orient="records", lines=True)
+    lab.merge(cand[["assertion_id", "category"]]).to_json(lp, orient="records", lines=True)
+    args = ("compare", cp, "--labels", lp, "--gate", "values", "--floor", "0.5", "--repeats", "1", "--folds", "2")
+    default, strict = cli(*args, "--json"), cli(*args, "--json", "--strict-binary")
+    assert default.returncode == 0 and strict.returncode == 0, strict.stderr
+    d, s = json.loads(default.stdout), json.loads(strict.stdout)
+    assert d["write_all"]["faithfulness"] == pytest.approx(2 / 5) and d["strict_binary"] is False
+    assert s["write_all"]["faithfulness"] == pytest.approx(2 / 3) and s["strict_binary"] is True
+    assert "excluded from faithfulness" in cli(*args, "--strict-binary").stdout

@@ -52,7 +52,7 @@ def test_units_rates_intervals_and_tables(corpus):
         direct = compare(cand, lab, cov, judge=u.judge, replicate=u.replicate, repeats=2, folds=3)
         assert u.result.to_json() == direct.to_json()
     j = res.to_json()
-    assert list(j) == ["gate", "floor", "repeats", "folds", "seed", "B", "units", "kendall", "summary"]
+    assert list(j) == ["gate", "floor", "repeats", "folds", "seed", "B", "strict_binary", "units", "kendall", "summary"]
     json.dumps(j, allow_nan=False)
 
 
@@ -160,3 +160,25 @@ def test_coverage_without_a_judged_fact_leaves_coverage_null_and_the_rest_comput
         assert u["table"]["write_all"]["coverage"] is None and u["table"]["paired"]["coverage"] is None
         assert u["categories"] == b["categories"]
         assert u["table"]["policies"] == b["table"]["policies"]
+
+
+def test_strict_binary_in_robustness(cli, tmp_path):
+    from test_crossval import third_verdict_case
+
+    cand, lab = third_verdict_case()
+    default = robustness(cand, lab, folds=2, repeats=1, B=50, floor=0.5).to_json()
+    strict = robustness(cand, lab, folds=2, repeats=1, B=50, floor=0.5, strict_binary=True).to_json()
+    assert default["strict_binary"] is False and strict["strict_binary"] is True
+    dv = {c["category"]: c for c in default["units"][0]["categories"]}
+    sv = {c["category"]: c for c in strict["units"][0]["categories"]}
+    assert (dv["values"]["valid"], dv["values"]["supported"]) == (3, 1)
+    assert (sv["values"]["valid"], sv["values"]["supported"]) == (1, 1)
+    cp, lp = tmp_path / "c.jsonl", tmp_path / "l.jsonl"
+    cand.to_json(cp, orient="records", lines=True)
+    lab.merge(cand[["assertion_id", "category"]]).to_json(lp, orient="records", lines=True)
+    r = cli("robustness", cp, "--labels", lp, "--floor", "0.5", "--folds", "2", "--repeats", "1", "--json",
+            "--strict-binary")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    values = next(c for c in j["units"][0]["categories"] if c["category"] == "values")
+    assert j["strict_binary"] is True and (values["valid"], values["supported"]) == (1, 1)

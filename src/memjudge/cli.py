@@ -42,6 +42,10 @@ def _replicate_choice(text: str):
     return v
 
 
+STRICT_BINARY_HELP = ("a verdict other than supported/unsupported (e.g. partial) is no valid verdict, left out of "
+                      "faithfulness and support rates (default: valid and not supported)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memjudge", description="LLM-judge evaluation harness for the write boundary of agent memory.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -121,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--policy", choices=["targeted", "global", "per_category"], default="targeted")
     m.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy",
                    help="per_category fit: greedy coordinate ascent (default, linear) or the exact optimum")
+    m.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_compare)
 
@@ -135,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--folds", type=_positive_int, default=5)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--per-category-method", choices=["greedy", "exact"], default="greedy")
+    r.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
     r.add_argument("--out")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_robustness)
@@ -299,7 +305,7 @@ def cmd_compare(args) -> int:
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method,
+        per_category=args.per_category_method, strict_binary=args.strict_binary,
     )
     if args.out:
         res.write_run(args.out, candidates=args.candidates, labels=args.labels, coverage=args.coverage, seed=args.seed)
@@ -319,7 +325,7 @@ def cmd_robustness(args) -> int:
     res = robustness(
         args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method,
+        per_category=args.per_category_method, strict_binary=args.strict_binary,
     )
     text = res.render() + (f"\n\nwrote robustness.json to {args.out}" if args.out else "")
     return _emit_analysis(args, res.to_json(), text, "robustness.json")

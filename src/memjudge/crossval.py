@@ -7,7 +7,11 @@ for r in 0..R−1, ``perm = numpy.random.default_rng(seed + r).permutation(n_per
 on the other personas (`memjudge.policies` explains the fit). On the held-out fold:
 
 - faithfulness = supported / valid verdicts among retained candidates ("supported" counts as
-  supported, any other label as not; candidates without a valid verdict are left out);
+  supported, any other label as not; candidates without a valid verdict are left out). A third
+  verdict (``partial``, or any label but supported/unsupported) is therefore a valid verdict
+  that is not supported and lowers faithfulness; with ``strict_binary=True``
+  (``--strict-binary``) it is no valid verdict, exactly like null — left out of faithfulness,
+  support rates and majorities, still counted in retention. The notes count such candidates;
 - retention = retained / all held-out candidates (valid verdict or not);
 - estimated coverage = share of the held-out personas' judged reference facts stated by at
   least one retained candidate (fact → assertion map from a coverage file judged once on the
@@ -80,6 +84,8 @@ from memjudge.policies import (
 
 POLICY_NAMES = ("global", "targeted", "per_category")
 METRICS = ("faithfulness", "retention", "coverage")
+# The two labels of the support rubric; any other label (e.g. "partial") is a third verdict.
+BINARY = ("supported", "unsupported")
 
 
 # ---------------------------------------------------------------------------------------
@@ -109,6 +115,10 @@ class Prepared:
     n_facts_without_candidates: int = 0
     n_unlabelled: int = 0
     n_labels_unmatched: int = 0
+    # candidates whose standing verdict is a third label: valid and not supported by default,
+    # no valid verdict with strict_binary
+    n_nonbinary: int = 0
+    strict_binary: bool = False
     inputs: dict = field(default_factory=dict)
 
     @property
@@ -233,11 +243,19 @@ def _load_coverage(coverage, judge, replicate) -> pd.DataFrame | None:
     return cov
 
 
-def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0) -> Prepared:
+def binary_only(labels: pd.DataFrame) -> pd.DataFrame:
+    """Labels with every verdict other than supported/unsupported set to null (strict_binary)."""
+    v = labels["verdict"]
+    return labels.assign(verdict=v.astype(object).where(v.isin(BINARY), None))
+
+
+def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0, strict_binary: bool = False) -> Prepared:
     """Join candidates to one judge's verdicts (and the coverage map) as arrays.
 
     candidates/labels/coverage: DataFrames or paths (labels and coverage: one path or a list).
-    A candidate without a label for the judge counts as "no valid verdict"."""
+    A candidate without a label for the judge counts as "no valid verdict". A third verdict
+    (any label but supported/unsupported) is valid and not supported, or — with
+    `strict_binary` — no valid verdict, exactly like null (so it takes no part in a majority)."""
     inputs = {
         "candidates": str(candidates) if isinstance(candidates, (str, os.PathLike)) else None,
         "labels": ([str(labels)] if isinstance(labels, (str, os.PathLike)) else
@@ -257,6 +275,9 @@ def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0) -> Pr
     categories, cat = np.unique(cand["category"].astype(str).to_numpy(), return_inverse=True)
     aid = cand["assertion_id"].astype(str).to_numpy()
     v = verdicts.reindex(aid)
+    nonbinary = (v.notna() & ~v.isin(BINARY)).to_numpy()
+    if strict_binary:
+        v = select_verdicts(binary_only(lab), judge, replicate)[0].reindex(aid)
     valid = v.notna().to_numpy()
     sup = (v == "supported").to_numpy() & valid
     prep = Prepared(
@@ -265,6 +286,7 @@ def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0) -> Pr
         assertion_ids=aid, judge=judge, replicate=replicate,
         n_unlabelled=int((~aid_in(aid, verdicts.index)).sum()),
         n_labels_unmatched=int((~aid_in(np.asarray(verdicts.index, dtype=str), aid)).sum()), inputs=inputs,
+        n_nonbinary=int(nonbinary.sum()), strict_binary=bool(strict_binary),
     )
     cov = _load_coverage(coverage, judge, replicate)
     if cov is not None:
@@ -535,6 +557,7 @@ class CompareResult:
             "repeats": self.repeats,
             "folds": self.folds,
             "seed": self.seed,
+            "strict_binary": self.prepared.strict_binary,
             "write_all": {k: _num(v) for k, v in self.write_all.items()},
             "policies": json_safe(self.policies()),
             "paired": json_safe(self.paired()),
@@ -639,6 +662,7 @@ class CompareResult:
             "fitted_on": {
                 **{k: v for k, v in p.inputs.items()}, "judge": p.judge, "replicate": p.replicate,
                 "n_candidates": p.n, "n_personas": len(p.personas), "n_valid": int(p.valid.sum()),
+                "strict_binary": p.strict_binary,
                 "gate_requested": self.gate, "fit_set": json_safe(fs),
                 **({"per_category_method": self.per_category_method} if kind == "per_category" else {}),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -680,13 +704,16 @@ def _resolve_gate(gate, categories: np.ndarray):
 
 def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate="values",
             floor: float = 0.8, repeats: int = 20, folds: int = 5, seed: int = 0,
-            policies=POLICY_NAMES, per_category: str = "greedy") -> CompareResult:
+            policies=POLICY_NAMES, per_category: str = "greedy", strict_binary: bool = False) -> CompareResult:
     """Write-all vs global vs targeted (vs per-category) by the exact protocol of spec §8.
 
     candidates, labels, coverage: DataFrames or paths. `gate`: "values", "a,b", a list, or
     "auto". `per_category`: "greedy" or "exact" (see `memjudge.policies.PerCategory`).
+    `strict_binary`: a verdict other than supported/unsupported is no valid verdict (default:
+    valid, not supported).
     Returns a `CompareResult` (``.to_json()``, ``.table()``, ``.render()``)."""
-    prep = labels if isinstance(labels, Prepared) else prepare(candidates, labels, coverage, judge=judge, replicate=replicate)
+    prep = labels if isinstance(labels, Prepared) else prepare(candidates, labels, coverage, judge=judge,
+                                                               replicate=replicate, strict_binary=strict_binary)
     return compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed,
                             policies=policies, per_category=per_category)
 
@@ -894,6 +921,10 @@ def render_table(res: CompareResult) -> str:
         notes.append(f"{p.n_unlabelled} candidates have no label from this judge (no valid verdict)")
     if p.n_labels_unmatched:
         notes.append(f"{p.n_labels_unmatched} labels name assertions that are not among the candidates (ignored)")
+    if p.n_nonbinary:
+        notes.append(f"{p.n_nonbinary} candidates have a verdict other than supported/unsupported: "
+                     + ("excluded from faithfulness and support rates (strict binary), still counted in retention"
+                        if p.strict_binary else "valid and not supported (--strict-binary excludes them)"))
     if p.has_coverage and p.n_facts_unjudged:
         notes.append(f"{p.n_facts_unjudged} reference facts without a coverage verdict excluded")
     if p.has_coverage and p.n_facts_without_candidates:

@@ -3,7 +3,9 @@
 For every judge in the labels — and every replicate of it, when there are several — a *unit*:
 
 - support rate by category with persona-cluster bootstrap intervals (B resamples of personas,
-  the same resamples for every unit, so units are compared on paired resamples);
+  the same resamples for every unit, so units are compared on paired resamples); a third
+  verdict (``partial`` or any label but supported/unsupported) is valid and not supported, or
+  excluded with ``strict_binary``;
 - the lowest-support category, and the bootstrap probability that the gated category is the
   lowest (share of resamples whose lowest category is a gated one; with ``gate="auto"`` the gated
   category is the unit's own full-sample lowest);
@@ -19,7 +21,7 @@ the single coverage judge's rows when there is only one, else none (coverage nul
 
 ``RobustnessResult.to_json()`` (also ``robustness.json`` under ``--out``)::
 
-    {"gate": [CAT, ...] | "auto", "floor", "repeats", "folds", "seed", "B",
+    {"gate": [CAT, ...] | "auto", "floor", "repeats", "folds", "seed", "B", "strict_binary",
      "units": [{"judge", "replicate", "n_candidates", "n_valid", "has_coverage",
                 "categories": [{"category", "n", "valid", "supported", "support_rate", "lo", "hi"}],
                 "lowest_category", "gated": [CAT, ...], "p_gated_lowest",
@@ -101,6 +103,7 @@ class RobustnessResult:
     B: int
     units: list
     kendall: pd.DataFrame
+    strict_binary: bool = False
 
     def _primary(self):
         return first_per_judge(self.units)
@@ -137,7 +140,7 @@ class RobustnessResult:
             })
         return {
             "gate": self.gate, "floor": self.floor, "repeats": self.repeats, "folds": self.folds,
-            "seed": self.seed, "B": self.B, "units": units,
+            "seed": self.seed, "B": self.B, "strict_binary": self.strict_binary, "units": units,
             "kendall": json_safe(self.kendall.to_dict("records")),
             "summary": self.summary(),
         }
@@ -209,10 +212,11 @@ def _coverage_for(cov: pd.DataFrame | None, judge: str):
 
 def robustness(candidates, labels, coverage=None, *, gate="values", floor: float = 0.8, repeats: int = 20,
                folds: int = 5, seed: int = 0, B: int = B_DEFAULT, replicates: bool = True,
-               per_category: str = "greedy") -> RobustnessResult:
+               per_category: str = "greedy", strict_binary: bool = False) -> RobustnessResult:
     """The comparison under every judge (and replicate) in `labels`; see the module docstring.
 
-    candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths)."""
+    candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths).
+    `strict_binary`: a verdict other than supported/unsupported is no valid verdict."""
     cand = _load_candidates(candidates)
     lab = _load_labels(labels)
     lab = only_rubric(lab, "support")
@@ -231,7 +235,7 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
     W = cluster_weights(n_personas, B=B, seed=seed)
     units = []
     for j, r in units_spec:
-        prep = prepare(cand, lab, _coverage_for(cov, j), judge=j, replicate=r)
+        prep = prepare(cand, lab, _coverage_for(cov, j), judge=j, replicate=r, strict_binary=strict_binary)
         n, v, s, rates, reps = category_rates(prep, W)
         lo, hi = percentile_interval(reps)
         cats = prep.categories.tolist()
@@ -248,7 +252,7 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
                                per_category=per_category)
         units.append(Unit(j, r, prep, table, lowest, gated, p, res))
     ktab = kendall_table(first_per_judge(units))
-    return RobustnessResult(g, float(floor), repeats, folds, seed, B, units, ktab)
+    return RobustnessResult(g, float(floor), repeats, folds, seed, B, units, ktab, bool(strict_binary))
 
 
 def first_per_judge(units) -> list:
