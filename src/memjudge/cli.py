@@ -316,7 +316,7 @@ def cmd_compare(args) -> int:
         text += f"\n\nwrote compare.json, sweep.json, calibration.json to {args.out}"
     if args.export_policy:
         text += f"\nwrote the {args.policy} policy (fitted on all personas) to {args.export_policy}"
-    return _emit_analysis(args, res.to_json(), text, None)  # write_run wrote compare.json
+    return _emit_analysis(args, res.to_json(), text, None, res.notes())  # write_run wrote compare.json
 
 
 def cmd_robustness(args) -> int:
@@ -328,7 +328,7 @@ def cmd_robustness(args) -> int:
         per_category=args.per_category_method, strict_binary=args.strict_binary,
     )
     text = res.render() + (f"\n\nwrote robustness.json to {args.out}" if args.out else "")
-    return _emit_analysis(args, res.to_json(), text, "robustness.json")
+    return _emit_analysis(args, res.to_json(), text, "robustness.json", res.notes())
 
 
 def cmd_report(args) -> int:

@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.agreement import majority_votes
+from memjudge.bootstrap import B_DEFAULT
 from memjudge.errors import UsageError
 from memjudge.io import json_safe, only_rubric, rubric_name
 from memjudge.policies import (
@@ -352,16 +353,57 @@ def nadeau_bengio(diff, test_train_ratio: float, level: float = 0.95):
     return (float(mean - t * se), float(mean + t * se))
 
 
-def paired_summary(diff, test_train_ratio: float) -> dict:
+def change_summary(diff) -> dict:
+    """Per-fold differences (undefined folds left out): mean, 2.5/97.5 percentiles and the
+    number of folds whose difference has the sign of the mean."""
     d = np.asarray(diff, dtype=float)
     d = d[np.isfinite(d)]
     if len(d) == 0:
-        return {"mean": None, "lo": None, "hi": None, "same_sign": 0, "nb_lo": None, "nb_hi": None}
+        return {"mean": None, "lo": None, "hi": None, "same_sign": 0}
     mean = float(d.mean())
     lo, hi = np.percentile(d, [2.5, 97.5])
-    nb_lo, nb_hi = nadeau_bengio(d, test_train_ratio)
-    return {"mean": mean, "lo": float(lo), "hi": float(hi),
-            "same_sign": int((np.sign(d) == np.sign(mean)).sum()), "nb_lo": nb_lo, "nb_hi": nb_hi}
+    return {"mean": mean, "lo": float(lo), "hi": float(hi), "same_sign": int((np.sign(d) == np.sign(mean)).sum())}
+
+
+def paired_summary(diff, test_train_ratio: float) -> dict:
+    """`change_summary` plus the Nadeau–Bengio interval (nb_lo, nb_hi)."""
+    out = change_summary(diff)
+    if out["mean"] is None:
+        return {**out, "nb_lo": None, "nb_hi": None}
+    nb_lo, nb_hi = nadeau_bengio(diff, test_train_ratio)
+    return {**out, "nb_lo": nb_lo, "nb_hi": nb_hi}
+
+
+def rate_interval(num: np.ndarray, den: np.ndarray, weights: np.ndarray) -> dict:
+    """A rate sum(num)/sum(den) of per-persona totals with its persona-cluster bootstrap
+    percentile interval: {"value", "lo", "hi", "n"} (n = sum(den)); null when undefined."""
+    from memjudge.bootstrap import ratio_interval
+
+    n = float(np.sum(den))
+    lo, hi = ratio_interval(np.asarray(num, float), np.asarray(den, float), weights)
+    return {"value": _num(np.sum(num) / n) if n else None, "lo": _num(lo), "hi": _num(hi), "n": int(round(n))}
+
+
+def overall_support(prep: Prepared, weights: np.ndarray) -> dict:
+    """Support rate of all candidates (supported / valid verdicts; spec §7 "overall") with its
+    persona-cluster interval: {"value", "lo", "hi", "n"}, n = valid verdicts."""
+    P = len(prep.personas)
+    sup = np.bincount(prep.persona, weights=prep.sup & prep.valid, minlength=P)
+    valid = np.bincount(prep.persona, weights=prep.valid, minlength=P)
+    return rate_interval(sup, valid, weights)
+
+
+def write_all_intervals(prep: Prepared, weights: np.ndarray) -> dict:
+    """Write-all faithfulness (the overall support rate) and coverage on the full sample with
+    persona-cluster intervals, from per-persona totals (supported/valid, covered/judged facts)."""
+    P = len(prep.personas)
+    out = {"faithfulness": overall_support(prep, weights), "coverage": None}
+    if prep.coverage_measured:
+        covered = np.zeros(len(prep.fact_persona), bool)
+        covered[prep.pair_fact] = True
+        facts = np.bincount(prep.fact_persona, minlength=P)
+        out["coverage"] = rate_interval(np.bincount(prep.fact_persona, weights=covered, minlength=P), facts, weights)
+    return out
 
 
 class _Engine:
@@ -512,7 +554,11 @@ class CompareResult:
     prepared: Prepared
     policy_names: tuple = POLICY_NAMES
     per_category_method: str = "greedy"
+    B: int = B_DEFAULT
+    # resamples of personas shared with a caller (robustness) so that intervals are paired
+    weights: np.ndarray | None = field(default=None, repr=False, compare=False)
     _fitted: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _write_all_ci: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- summaries -------------------------------------------------------------------------
     def _metric(self, policy: str, metric: str) -> np.ndarray:
@@ -543,6 +589,28 @@ class CompareResult:
             out[m] = paired_summary(diff, self.test_train_ratio)
         return out
 
+    def paired_vs_write_all(self) -> dict:
+        """Per policy and metric, the change against write-all on the same held-out fold:
+        mean, 2.5/97.5 percentiles of the per-fold changes, folds with the sign of the mean."""
+        wa = {m: self._metric("write_all", m) for m in METRICS}
+        return {name: {m: (None if m == "coverage" and not self.prepared.coverage_measured
+                           else change_summary(self._metric(name, m) - wa[m])) for m in METRICS}
+                for name in self.policy_names}
+
+    def write_all_ci(self) -> dict:
+        """Write-all faithfulness (overall support rate) and coverage with persona-cluster
+        bootstrap intervals (B resamples, the comparison's seed)."""
+        if self._write_all_ci is None:
+            from memjudge.bootstrap import cluster_weights
+
+            W = self.weights if self.weights is not None else cluster_weights(len(self.prepared.personas),
+                                                                              B=self.B, seed=self.seed)
+            self._write_all_ci = write_all_intervals(self.prepared, W)
+        return self._write_all_ci
+
+    def notes(self) -> list[str]:
+        return prepared_notes(self.prepared)
+
     def to_json(self) -> dict:
         d = self.folds_detail
         detail = [
@@ -557,20 +625,29 @@ class CompareResult:
             "repeats": self.repeats,
             "folds": self.folds,
             "seed": self.seed,
+            "B": self.B,
             "strict_binary": self.prepared.strict_binary,
             "write_all": {k: _num(v) for k, v in self.write_all.items()},
+            "write_all_ci": json_safe(self.write_all_ci()),
             "policies": json_safe(self.policies()),
             "paired": json_safe(self.paired()),
+            "paired_vs_write_all": json_safe(self.paired_vs_write_all()),
             "folds_detail": detail,
+            "notes": self.notes(),
         }
 
     def table(self) -> pd.DataFrame:
-        """Table 1 as a DataFrame (fractions): one row per policy and a paired row."""
+        """Table 1 as a DataFrame (fractions): one row per policy (write-all with its bootstrap
+        interval), the paired targeted − global row, and each policy's paired change against
+        write-all ("<policy> - write_all": mean, lo, hi, same_sign)."""
         rows = []
         wa = self.write_all
+        ci = self.write_all_ci()
         rows.append({"policy": "write_all", **{m: wa[m] for m in METRICS},
                      **{f"{m}_sd": np.nan for m in METRICS},
-                     **{f"delta_{m}": 0.0 if wa[m] is not None else np.nan for m in METRICS}})
+                     **{f"delta_{m}": 0.0 if wa[m] is not None else np.nan for m in METRICS},
+                     **{f"{m}_{k}": _nan(ci[m][k]) if ci.get(m) else np.nan
+                        for m in ("faithfulness", "coverage") for k in ("lo", "hi")}})
         for name, s in self.policies().items():
             row = {"policy": name}
             for m in METRICS:
@@ -588,6 +665,12 @@ class CompareResult:
             pr[f"{m}_nb_hi"] = _nan(s["nb_hi"]) if s else np.nan
             pr[f"{m}_same_sign"] = s["same_sign"] if s else np.nan
         rows.append(pr)
+        for name, changes in self.paired_vs_write_all().items():
+            row = {"policy": f"{name} - write_all"}
+            for m, s in changes.items():
+                for k, col in (("mean", m), ("lo", f"{m}_lo"), ("hi", f"{m}_hi"), ("same_sign", f"{m}_same_sign")):
+                    row[col] = _nan(s[k]) if s else np.nan
+            rows.append(row)
         return pd.DataFrame(rows).set_index("policy")
 
     def render(self) -> str:
@@ -704,22 +787,24 @@ def _resolve_gate(gate, categories: np.ndarray):
 
 def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate="values",
             floor: float = 0.8, repeats: int = 20, folds: int = 5, seed: int = 0,
-            policies=POLICY_NAMES, per_category: str = "greedy", strict_binary: bool = False) -> CompareResult:
+            policies=POLICY_NAMES, per_category: str = "greedy", strict_binary: bool = False,
+            B: int = B_DEFAULT) -> CompareResult:
     """Write-all vs global vs targeted (vs per-category) by the exact protocol of spec §8.
 
     candidates, labels, coverage: DataFrames or paths. `gate`: "values", "a,b", a list, or
     "auto". `per_category`: "greedy" or "exact" (see `memjudge.policies.PerCategory`).
     `strict_binary`: a verdict other than supported/unsupported is no valid verdict (default:
-    valid, not supported).
+    valid, not supported). `B`: bootstrap resamples for the write-all interval (seed `seed`).
     Returns a `CompareResult` (``.to_json()``, ``.table()``, ``.render()``)."""
     prep = labels if isinstance(labels, Prepared) else prepare(candidates, labels, coverage, judge=judge,
                                                                replicate=replicate, strict_binary=strict_binary)
     return compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed,
-                            policies=policies, per_category=per_category)
+                            policies=policies, per_category=per_category, B=B)
 
 
 def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, folds=5, seed=0,
-                     policies=POLICY_NAMES, per_category: str = "greedy") -> CompareResult:
+                     policies=POLICY_NAMES, per_category: str = "greedy", B: int = B_DEFAULT,
+                     weights: np.ndarray | None = None) -> CompareResult:
     from memjudge.policies import PER_CATEGORY_METHODS
 
     if per_category not in PER_CATEGORY_METHODS:
@@ -727,6 +812,8 @@ def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, fo
     policies = tuple(p for p in POLICY_NAMES if p in policies)
     if "global" not in policies or "targeted" not in policies:
         raise UsageError("the comparison needs both the global and the targeted policy")
+    if B < 1:
+        raise UsageError(f"B (bootstrap resamples) must be at least 1, got {B}")
     g = _resolve_gate(gate, prep.categories)
     detail, gates, ratio = run_protocol(prep, gate=g, floor=float(floor), repeats=repeats, folds=folds,
                                         seed=seed, policies=policies, per_category=per_category)
@@ -734,6 +821,7 @@ def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, fo
         judge=prep.judge, replicate=prep.replicate, floor=float(floor), gate=g, repeats=repeats,
         folds=folds, seed=seed, write_all=full_sample(prep), folds_detail=detail, fold_gates=gates,
         test_train_ratio=ratio, prepared=prep, policy_names=policies, per_category_method=per_category,
+        B=B, weights=weights,
     )
 
 
@@ -879,11 +967,16 @@ def render_table(res: CompareResult) -> str:
         f"{_pct(res.floor)}%, gate: {gate}. Entries: fold mean ± SD, percent.",
         "",
     ]
-    head = f"{'Policy':<26}{'Faithfulness':>22}{'Retention':>22}{'Est. coverage':>22}{'Δ faith (pts)':>15}{'Δ cov (pts)':>13}"
+    head = f"{'Policy':<30}{'Faithfulness':>24}{'Retention':>24}{'Est. coverage':>24}{'Δ faith (pts)':>15}{'Δ cov (pts)':>13}"
     lines += [head, "-" * len(head)]
-    wa = res.write_all
-    lines.append(f"{_LABEL['write_all']:<26}{_pct(wa['faithfulness']):>22}{_pct(wa['retention']):>22}"
-                 f"{_pct(wa['coverage']):>22}{'':>15}{'':>13}")
+    wa, ci = res.write_all, res.write_all_ci()
+
+    def with_ci(m):
+        c = ci.get(m)
+        return _pct(wa[m]) + (f" [{_pct(c['lo'])}, {_pct(c['hi'])}]" if c and c["lo"] is not None else "")
+
+    lines.append(f"{_LABEL['write_all']:<30}{with_ci('faithfulness'):>24}{_pct(wa['retention']):>24}"
+                 f"{with_ci('coverage'):>24}{'':>15}{'':>13}")
     for name, s in res.policies().items():
         cells = []
         for m in METRICS:
@@ -894,16 +987,22 @@ def render_table(res: CompareResult) -> str:
                 cells.append(f"{_pct(ms['mean'])} ± {_pct(ms['sd'])}")
         label = _LABEL[name] + (f" ({', '.join(res.gate)})" if name == "targeted" and res.gate != "auto" else "")
         label += f" ({res.per_category_method})" if name == "per_category" else ""
-        lines.append(f"{label:<26}{cells[0]:>22}{cells[1]:>22}{cells[2]:>22}"
+        lines.append(f"{label:<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}"
                      f"{_pts(_nan(s['delta_faithfulness'])):>15}{_pts(_nan(s['delta_coverage'])):>13}")
+    def change(s):
+        return "—" if not s or s["mean"] is None else f"{_pts(s['mean'])} [{_pts(s['lo'])}, {_pts(s['hi'])}]"
+
+    for name, changes in res.paired_vs_write_all().items():
+        cells = [change(changes[m]) for m in METRICS]
+        lines.append(f"{_LABEL[name] + ' − write-all':<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
     pr = res.paired()
-    cells = []
-    for m in METRICS:
-        s = pr[m]
-        cells.append("—" if not s or s["mean"] is None else f"{_pts(s['mean'])} [{_pts(s['lo'])}, {_pts(s['hi'])}]")
-    lines.append(f"{'Targeted − global':<26}{cells[0]:>22}{cells[1]:>22}{cells[2]:>22}")
+    cells = [change(pr[m]) for m in METRICS]
+    lines.append(f"{'Targeted − global':<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
     lines.append("")
     J = res.repeats * res.folds
+    lines.append(f"  write-all: full-sample values with 95% persona-cluster bootstrap intervals (B = {res.B}); "
+                 "'− write-all' rows: paired per-fold change against write-all on the same held-out personas, "
+                 "mean [2.5%, 97.5%] in points")
     for m in METRICS:
         s = pr[m]
         if not s or s["mean"] is None:
@@ -916,6 +1015,13 @@ def render_table(res: CompareResult) -> str:
 
         cnt = Counter(",".join(g) for g in res.fold_gates)
         lines.append("  auto gate chosen per fold: " + ", ".join(f"{k} ×{v}" for k, v in cnt.most_common()))
+    for n in res.notes():
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)
+
+
+def prepared_notes(p: Prepared) -> list[str]:
+    """What was left out of (or counted differently in) the figures, in sentences."""
     notes = []
     if p.n_unlabelled:
         notes.append(f"{p.n_unlabelled} candidates have no label from this judge (no valid verdict)")
@@ -933,6 +1039,4 @@ def render_table(res: CompareResult) -> str:
         notes.append("no judged reference fact of a persona with candidates: estimated coverage not computed")
     if not p.has_coverage:
         notes.append("no coverage file: estimated coverage not computed")
-    for n in notes:
-        lines.append(f"  note: {n}")
-    return "\n".join(lines)
+    return notes
