@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("labels", nargs="+")
     a.add_argument("--gold")
     a.add_argument("--replicate", type=_replicate_choice, default=0)
+    a.add_argument("--label-set", metavar="L1,L2,...",
+                   help="the labels a judge could give (e.g. supported,unsupported,partial): Gwet's AC1 uses their "
+                        "number as q (default: the labels each pair used)")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     a.add_argument("--out")
@@ -295,7 +298,8 @@ def cmd_agreement(args) -> int:
 
     labels = read_labels(args.labels)
     gold = read_gold(args.gold) if args.gold else None
-    res = agreement(labels, gold=gold, replicate=args.replicate, seed=args.seed, B=args.bootstrap)
+    res = agreement(labels, gold=gold, replicate=args.replicate, seed=args.seed, B=args.bootstrap,
+                    label_set=args.label_set)
     return _emit_analysis(args, res.to_json(), res.to_text(), "agreement.json", res.notes)
 
 
