@@ -553,3 +553,19 @@ def test_cli_label_set(cli, tmp_path):
     assert json.loads(r.stdout)["pairs"][0]["gwet_ac1"] == pytest.approx(direct["pairs"][0]["gwet_ac1"])
     bad = cli("agreement", f, "--label-set", "supported")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_gold_without_a_verdict_is_excluded_and_counted():
+    """None, NaN and blank gold verdicts (a frame built in Python, pandas 3's string dtype or not)
+    are not labels: left out of every gold figure, counted, and said in a note."""
+    labels = _frame(HAND)
+    gold = pd.DataFrame({"assertion_id": ["i1", "i2", "i3", "i4", "i5", "i6"],
+                         "verdict": [S, None, np.nan, U, "  ", S]})
+    complete = gold.iloc[[0, 3]]
+    for frame in (gold, gold.astype({"verdict": "str"}), gold.astype({"verdict": object})):
+        res = agreement(labels, gold=frame, B=30)
+        assert res.gold_missing == 3 and "3 gold rows without a verdict excluded" in res.notes
+        assert res.labels == [S, U]
+        ref = agreement(labels, gold=complete, B=30)
+        assert res.to_json()["gold"] == ref.to_json()["gold"]
+        assert res.gold.loc[0, "n"] == 2  # i1 and i4 (i6 has no judge verdict)

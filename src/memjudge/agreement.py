@@ -207,6 +207,7 @@ class AgreementResult:
     personas: int
     ties: int = 0
     notes: list[str] = field(default_factory=list)
+    gold_missing: int = 0  # gold rows without a verdict (None, NaN, blank), left out
 
     def _overall(self, measure: str):
         row = self.overall[self.overall["measure"] == measure]
@@ -308,9 +309,9 @@ def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate:
         raise UsageError(f"agreement needs at least two judges or --gold (found {len(raters)}: {', '.join(raters)})")
     chosen, ties = standing_verdicts(labels, replicate)
 
-    gold_map = None
+    gold_map, gold_missing = None, 0
     if gold is not None:
-        gold_map = gold.drop_duplicates("assertion_id").set_index("assertion_id")["verdict"].astype(str)
+        gold_map, gold_missing = _gold_verdicts(gold)
     seen = set(chosen["verdict"]) | (set(gold_map) if gold_map is not None else set())
     declared = label_set is not None
     if declared:
@@ -400,13 +401,28 @@ def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate:
         notes.append(f"{ties} (judge, item) majority ties left unlabelled")
     if n_p < 2:
         notes.append("fewer than two personas: no persona-cluster interval")
+    if gold_missing:
+        notes.append(f"{gold_missing} gold rows without a verdict excluded")
     if gold_map is not None and not gold_frame["n"].any():
         notes.append("no gold label matches a labelled assertion_id")
     return AgreementResult(
         judges=raters, items=n_items, labels=label_names, pairs=pairs, confusion=confusion,
         overall=overall, gold=gold_frame, replicate=replicate, seed=seed, B=B, personas=n_p,
-        ties=ties, notes=notes,
+        ties=ties, notes=notes, gold_missing=gold_missing,
     )
+
+
+def _gold_verdicts(gold: pd.DataFrame) -> tuple[pd.Series, int]:
+    """verdict per assertion_id (first row per assertion) from the gold rows that have one, and
+    the number of rows without (None, NaN or blank: not a label, so excluded and counted)."""
+    missing_cols = [c for c in ("assertion_id", "verdict") if c not in gold.columns]
+    if missing_cols:
+        raise UsageError(f"gold labels lack column(s): {', '.join(missing_cols)}")
+    v = gold["verdict"]
+    missing = (v.isna() | v.map(lambda x: isinstance(x, str) and not x.strip())).to_numpy(dtype=bool)
+    kept = gold[~missing]
+    verdicts = kept.drop_duplicates("assertion_id").set_index("assertion_id")["verdict"]
+    return verdicts.map(str).astype(object), int(missing.sum())
 
 
 def _declared_labels(label_set) -> list[str]:
