@@ -439,6 +439,14 @@ def test_end_to_end_on_real_commands(tmp_path, cli, capsys):
     assert rows["Targeted (auto)"][3] == "n/a"  # the importer gives no coverage
     pf = c["paired"]["faithfulness"]
     assert nums(rows["Targeted − global (paired)"][1]) == [p2(pf["mean"]), p2(pf["lo"]), p2(pf["hi"])]
+    ch = c["paired_vs_write_all"]["targeted"]["faithfulness"]
+    assert nums(rows["Targeted − write-all (paired)"][1]) == [p2(ch["mean"]), p2(ch["lo"]), p2(ch["hi"])]
+    wa = c["write_all_ci"]["faithfulness"]
+    assert nums(rows["Write-all (full sample)"][1]) == [p2(wa["value"]), p2(wa["lo"]), p2(wa["hi"])]
+    rob = load(out, "robustness.json")
+    support = {r[0]: r for r in md_table(md, "Support by category")}
+    o = rob["units"][0]["overall"]
+    assert nums(support["Overall (all categories)"][1]) == [p2(o["value"]), p2(o["lo"]), p2(o["hi"])]
     agr = load(out, "agreement.json")
     assert nums(md_table(md, "Agreement between judges")[0][4])[0] == round(agr["pairs"][0]["cohen_kappa"], 3)
     # no replicates in this data: the noise part is present but says why it has no rate
