@@ -437,3 +437,135 @@ def test_random_designs_match_references(seed, n_raters, n_labels, p_missing):
         return  # the krippendorff package refuses a one-value domain; covered by test_one_label_only
     res = agreement(labels, B=20)
     check_references(labels, res)
+
+
+# ---------------------------------------------------------------------------------------
+# a rare third label: every resample uses the full sample's label set (AC1's q)
+
+
+def rare_label_labels(n_personas=50, per=4, seed=2):
+    """200 items, judges A and B agreeing ~90% on supported/unsupported, and one `partial` from A."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(n_personas):
+        for i in range(per):
+            item = f"p{p:02d}-{i}"
+            a = S if rng.random() < 0.85 else U
+            b = a if rng.random() < 0.9 else (U if a == S else S)
+            c = a if rng.random() < 0.8 else (U if a == S else S)
+            if (p, i) == (7, 1):
+                a = P
+            rows += [(item, f"p{p:02d}", "A", a), (item, f"p{p:02d}", "B", b), (item, f"p{p:02d}", "C", c)]
+    return _frame(rows)
+
+
+def literal_resamples(labels, B, seed):
+    """Reference: each resample's (item × judge) table rebuilt persona by persona."""
+    personas = sorted(labels["persona_id"].unique())
+    W = cluster_weights(len(personas), B, seed)
+    wide = labels.pivot(index="assertion_id", columns="judge", values="verdict")
+    wide["persona"] = labels.drop_duplicates("assertion_id").set_index("assertion_id").loc[wide.index, "persona_id"]
+    groups = {p: g.drop(columns="persona") for p, g in wide.groupby("persona")}
+    for w in W:
+        yield pd.concat([groups[p] for p, k in zip(personas, w) for _ in range(int(k))]).reset_index(drop=True)
+
+
+def test_ac1_interval_keeps_the_full_sample_q_in_every_resample():
+    from irrCAC.raw import CAC
+
+    labels = rare_label_labels()
+    B, seed = 200, 0
+    res = agreement(labels, B=B, seed=seed)
+    cats = [P, S, U]
+    missing, ref = 0, []
+    for sample in literal_resamples(labels, B, seed):
+        ab = sample[["A", "B"]]
+        missing += P not in set(ab.stack())
+        ref.append(CAC(ab, categories=cats, digits=12).gwet()["est"]["coefficient_value"])
+    assert missing > B / 4  # the case the issue describes: many resamples lack the one `partial`
+    lo, hi = percentile_interval(np.array(ref))
+    row = res.pairs.set_index(["a", "b"]).loc[("A", "B")]
+    assert row["gwet_ac1"] == pytest.approx(CAC(labels.pivot(index="assertion_id", columns="judge", values="verdict")[["A", "B"]]
+                                                .reset_index(drop=True), categories=cats, digits=12)
+                                            .gwet()["est"]["coefficient_value"], abs=1e-9)
+    assert (row["gwet_ac1_lo"], row["gwet_ac1_hi"]) == pytest.approx((lo, hi), abs=1e-9)
+    # the pair without the rare label keeps q = 2, as irrCAC on its own data
+    bc = res.pairs.set_index(["a", "b"]).loc[("B", "C")]
+    wide = labels.pivot(index="assertion_id", columns="judge", values="verdict")[["B", "C"]].reset_index(drop=True)
+    assert bc["gwet_ac1"] == pytest.approx(CAC(wide, digits=12).gwet()["est"]["coefficient_value"], abs=1e-9)
+
+
+def test_other_coefficients_have_no_label_count_so_resamples_match_a_fixed_label_set():
+    """κ, α, Fleiss' κ and positive/negative agreement on rebuilt resamples, each reference told
+    the full label set, equal the vectorised intervals."""
+    import krippendorff
+    from sklearn.metrics import cohen_kappa_score
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+
+    labels = rare_label_labels()
+    B, seed = 60, 4
+    res = agreement(labels, B=B, seed=seed)
+    cats = [P, S, U]
+    code = {c: i for i, c in enumerate(cats)}
+    kappa, pos, neg, alpha, fleiss = [], [], [], [], []
+    for sample in literal_resamples(labels, B, seed):
+        a, b = sample["A"], sample["B"]
+        kappa.append(cohen_kappa_score(a, b, labels=cats))
+        pa, pb = a == S, b == S
+        pos.append(2 * (pa & pb).sum() / (2 * (pa & pb).sum() + (pa & ~pb).sum() + (~pa & pb).sum()))
+        neg.append(2 * (~pa & ~pb).sum() / (2 * (~pa & ~pb).sum() + (pa & ~pb).sum() + (~pa & pb).sum()))
+        codes = sample[["A", "B", "C"]].apply(lambda col: col.map(code)).to_numpy(dtype=float)
+        alpha.append(krippendorff.alpha(reliability_data=codes.T, level_of_measurement="nominal",
+                                        value_domain=list(range(len(cats)))))
+        fleiss.append(fleiss_kappa(aggregate_raters(codes.astype(int), n_cat=len(cats))[0], method="fleiss"))
+    row = res.pairs.set_index(["a", "b"]).loc[("A", "B")]
+    for name, ref in (("cohen_kappa", kappa), ("positive_agreement", pos), ("negative_agreement", neg)):
+        assert (row[f"{name}_lo"], row[f"{name}_hi"]) == pytest.approx(tuple(percentile_interval(np.array(ref))), abs=1e-9)
+    overall = res.overall.set_index("measure")
+    for name, ref in (("krippendorff_alpha", alpha), ("fleiss_kappa", fleiss)):
+        assert (overall.loc[name, "lo"], overall.loc[name, "hi"]) == pytest.approx(
+            tuple(percentile_interval(np.array(ref))), abs=1e-9)
+
+
+def test_declared_label_set_fixes_q_for_every_pair():
+    from irrCAC.raw import CAC
+
+    labels = _frame(HAND)
+    declared = [S, U, P, "not_enough_info"]
+    res = agreement(labels, B=50, label_set=declared)
+    wide = labels.pivot(index="assertion_id", columns="judge", values="verdict").reset_index(drop=True)
+    ref = CAC(wide, categories=declared, digits=12).gwet()["est"]["coefficient_value"]
+    assert res.pairs.loc[0, "gwet_ac1"] == pytest.approx(ref, abs=1e-9)
+    assert res.pairs.loc[0, "gwet_ac1"] != pytest.approx(agreement(labels, B=50).pairs.loc[0, "gwet_ac1"])
+    assert res.pairs.loc[0, "cohen_kappa"] == agreement(labels, B=50).pairs.loc[0, "cohen_kappa"]
+    with pytest.raises(UsageError, match="not in the declared label set"):
+        agreement(labels, B=10, label_set=[S, P])
+    with pytest.raises(UsageError, match="at least two distinct labels"):
+        agreement(labels, B=10, label_set=[S])
+
+
+def test_cli_label_set(cli, tmp_path):
+    f = tmp_path / "l.jsonl"
+    _frame(HAND).to_json(f, orient="records", lines=True)
+    r = cli("agreement", f, "--label-set", "supported,unsupported,partial", "--json", "--bootstrap", "50")
+    assert r.returncode == 0, r.stderr
+    direct = agreement(_frame(HAND), B=50, label_set=[S, U, P]).to_json()
+    assert json.loads(r.stdout)["pairs"][0]["gwet_ac1"] == pytest.approx(direct["pairs"][0]["gwet_ac1"])
+    bad = cli("agreement", f, "--label-set", "supported")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_gold_without_a_verdict_is_excluded_and_counted():
+    """None, NaN and blank gold verdicts (a frame built in Python, pandas 3's string dtype or not)
+    are not labels: left out of every gold figure, counted, and said in a note."""
+    labels = _frame(HAND)
+    gold = pd.DataFrame({"assertion_id": ["i1", "i2", "i3", "i4", "i5", "i6"],
+                         "verdict": [S, None, np.nan, U, "  ", S]})
+    complete = gold.iloc[[0, 3]]
+    for frame in (gold, gold.astype({"verdict": "str"}), gold.astype({"verdict": object})):
+        res = agreement(labels, gold=frame, B=30)
+        assert res.gold_missing == 3 and "3 gold rows without a verdict excluded" in res.notes
+        assert res.labels == [S, U]
+        ref = agreement(labels, gold=complete, B=30)
+        assert res.to_json()["gold"] == ref.to_json()["gold"]
+        assert res.gold.loc[0, "n"] == 2  # i1 and i4 (i6 has no judge verdict)

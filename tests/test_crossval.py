@@ -17,7 +17,8 @@ from memjudge.errors import UsageError
 
 S, U = "supported", "unsupported"
 ROOT_SRC = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "src")
-KEYS = ["judge", "floor", "gate", "repeats", "folds", "seed", "write_all", "policies", "paired", "folds_detail"]
+KEYS = ["judge", "floor", "gate", "repeats", "folds", "seed", "B", "strict_binary", "write_all", "write_all_ci",
+        "policies", "paired", "paired_vs_write_all", "folds_detail", "notes"]
 
 
 def synthetic(n_personas=30, seed=0, judges=("sim:a",), conf_levels=None):
@@ -183,6 +184,12 @@ def test_json_has_exactly_the_issue_keys_and_no_nan():
     assert list(j["paired"]) == ["faithfulness", "retention", "coverage"] and j["paired"]["coverage"] is None
     assert list(j["paired"]["faithfulness"]) == ["mean", "lo", "hi", "same_sign", "nb_lo", "nb_hi"]
     assert list(j["folds_detail"][0]) == ["repeat", "fold", "policy", "threshold", "faithfulness", "retention", "coverage"]
+    assert list(j["write_all_ci"]) == ["faithfulness", "coverage"] and j["write_all_ci"]["coverage"] is None
+    assert list(j["write_all_ci"]["faithfulness"]) == ["value", "lo", "hi", "n"]
+    for p in j["paired_vs_write_all"].values():
+        assert list(p) == ["faithfulness", "retention", "coverage"] and p["coverage"] is None
+        assert list(p["faithfulness"]) == ["mean", "lo", "hi", "same_sign"]
+    assert j["notes"][-1] == "no coverage file: estimated coverage not computed" and j["B"] == 2000
     pc = [r for r in j["folds_detail"] if r["policy"] == "per_category"][0]
     assert set(pc["threshold"]) == set(cand["category"])
     json.dumps(j, allow_nan=False)
@@ -396,3 +403,211 @@ def test_row_order_never_matters_property(perm_seed, gate):
     shuffled = compare(cand.iloc[rng.permutation(len(cand))], lab.iloc[rng.permutation(len(lab))],
                        cov.iloc[rng.permutation(len(cov))], gate=gate, repeats=2, folds=3, floor=0.7).to_json()
     assert shuffled == base
+
+
+# ---------------------------------------------------------------------------------------
+# coverage that cannot be measured: null everywhere, said in a note, everything else computed
+
+
+def _no_judged_fact(kind, cand, cov):
+    if kind == "every covered_by null":
+        return cov.assign(covered_by=[None] * len(cov))
+    if kind == "empty frame":
+        return cov.iloc[0:0]
+    if kind == "empty frame without rows or types":
+        return pd.DataFrame({"persona_id": [], "fact_id": [], "covered_by": []})
+    return cov.assign(persona_id="other-" + cov["persona_id"])  # every fact's persona has no candidate
+
+
+@pytest.mark.parametrize("kind, note", [
+    ("every covered_by null", "reference facts without a coverage verdict excluded"),
+    ("empty frame", "no judged reference fact"),
+    ("empty frame without rows or types", "no judged reference fact"),
+    ("personas without candidates", "reference facts of personas without candidates excluded"),
+])
+def test_coverage_without_a_judged_fact_is_null_everywhere_with_a_note(kind, note):
+    cand, lab, cov = synthetic(n_personas=12, seed=4)
+    res = compare(cand, lab, _no_judged_fact(kind, cand, cov), repeats=2, folds=3)
+    j = res.to_json()
+    json.dumps(j, allow_nan=False)
+    assert j["write_all"]["coverage"] is None and j["write_all_ci"]["coverage"] is None
+    for p in j["policies"].values():
+        assert p["coverage"] is None and p["delta_coverage"] is None
+    assert j["paired"]["coverage"] is None
+    assert all(v["coverage"] is None for v in j["paired_vs_write_all"].values())
+    assert all(r["coverage"] is None for r in j["folds_detail"])
+    assert any(note in n for n in j["notes"]) and "no judged reference fact" in " ".join(j["notes"])
+    assert note in res.render()
+    # every other figure is the one computed without a coverage file
+    base = compare(cand, lab, repeats=2, folds=3).to_json()
+    for key in ("write_all", "policies", "paired", "paired_vs_write_all", "folds_detail"):
+        assert j[key] == base[key], key
+    sweep = res.sweep()
+    assert all(r["coverage"] is None for r in sweep["global"] + sweep["targeted"])
+
+
+def test_cli_compare_with_an_all_null_coverage_file(cli, files, tmp_path):
+    cov = pd.read_json(files["cov"], lines=True).assign(covered_by=None)
+    path = tmp_path / "null_cov.jsonl"
+    cov.to_json(path, orient="records", lines=True)
+    r = cli("compare", files["cand"], "--labels", files["labels"], "--coverage", path, "--repeats", "1",
+            "--folds", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["write_all"]["coverage"] is None and j["write_all"]["faithfulness"] is not None
+    assert f"{len(cov)} reference facts without a coverage verdict excluded" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# a third verdict ("partial", or any label but supported/unsupported)
+
+
+def third_verdict_case():
+    """Hand case: p1 a S, b partial, c U; p2 d S, e partial, f null.
+    Default: valid a b c d e, supported a d → 2/5. Strict binary: valid a c d → 2/3."""
+    cand = pd.DataFrame({"persona_id": ["p1", "p1", "p1", "p2", "p2", "p2"], "assertion_id": list("abcdef"),
+                         "category": ["values", "values", "work", "work", "values", "work"],
+                         "confidence": [0.9, 0.5, 0.7, 0.8, 0.3, 0.6], "text": "t"})
+    lab = pd.DataFrame({"assertion_id": list("abcdef"), "persona_id": ["p1"] * 3 + ["p2"] * 3,
+                        "judge": "j", "rubric": "support", "replicate": 0,
+                        "verdict": [S, "partial", U, S, "partial", None]})
+    return cand, lab
+
+
+def test_a_third_verdict_is_valid_and_not_supported_unless_strict_binary():
+    cand, lab = third_verdict_case()
+    default = compare(cand, lab, gate="values", floor=0.5, repeats=1, folds=2)
+    strict = compare(cand, lab, gate="values", floor=0.5, repeats=1, folds=2, strict_binary=True)
+    assert default.write_all["faithfulness"] == pytest.approx(2 / 5)
+    assert strict.write_all["faithfulness"] == pytest.approx(2 / 3)
+    assert default.write_all["retention"] == strict.write_all["retention"] == 1.0  # retention counts every candidate
+    assert int(default.prepared.valid.sum()) == 5 and int(strict.prepared.valid.sum()) == 3
+    assert default.prepared.n_nonbinary == strict.prepared.n_nonbinary == 2
+    assert default.to_json()["strict_binary"] is False and strict.to_json()["strict_binary"] is True
+    assert "2 candidates have a verdict other than supported/unsupported: valid and not supported" in default.render()
+    assert "excluded from faithfulness" in strict.render()
+    # held-out folds and the calibration table follow the same reading
+    d = strict.folds_detail
+    p2_fold = d[(d.policy == "write_all") & (d.faithfulness == 1.0)]
+    assert len(p2_fold) == 1  # persona p2 alone: d supported, e set aside, f null → 1/1
+    cal = {c["category"]: c for c in strict.calibration(B=20)["categories"]}
+    assert (cal["values"]["valid"], cal["values"]["supported"]) == (1, 1)
+    cal = {c["category"]: c for c in default.calibration(B=20)["categories"]}
+    assert (cal["values"]["valid"], cal["values"]["supported"]) == (3, 1)
+
+
+def test_strict_binary_treats_a_third_verdict_like_null_in_a_majority():
+    cand, lab = third_verdict_case()
+    reps = pd.concat([lab.assign(replicate=r) for r in range(3)], ignore_index=True)
+    a = reps["assertion_id"] == "a"
+    reps.loc[a, "verdict"] = ["partial", "partial", S]
+    default = prepare(cand, reps, replicate="majority")
+    strict = prepare(cand, reps, replicate="majority", strict_binary=True)
+    assert (default.valid[0], default.sup[0]) == (True, False)   # partial wins 2–1
+    assert (strict.valid[0], strict.sup[0]) == (True, True)      # partial set aside: supported 1–0
+
+
+def test_policy_classes_read_a_third_verdict_the_same_way():
+    from memjudge.policies import GlobalThreshold, make_policy
+
+    cand, lab = third_verdict_case()
+    frame = cand.merge(lab[["assertion_id", "verdict"]], on="assertion_id")
+    assert GlobalThreshold(1.0).fit(frame).fit_info_["faithfulness"] == pytest.approx(2 / 5)  # floor 1: keep all
+    strict = make_policy("global", floor=1.0, strict_binary=True).fit(frame)
+    assert strict.fit_info_["faithfulness"] == pytest.approx(2 / 3) and strict.fit_info_["strict_binary"] is True
+
+
+def test_cli_strict_binary(cli, tmp_path):
+    cand, lab = third_verdict_case()
+    cp, lp = tmp_path / "c.jsonl", tmp_path / "l.jsonl"
+    cand.to_json(cp, orient="records", lines=True)
+    lab.merge(cand[["assertion_id", "category"]]).to_json(lp, orient="records", lines=True)
+    args = ("compare", cp, "--labels", lp, "--gate", "values", "--floor", "0.5", "--repeats", "1", "--folds", "2",
+            "--json")
+    default, strict = cli(*args), cli(*args, "--strict-binary")
+    assert default.returncode == 0 and strict.returncode == 0, strict.stderr
+    d, s = json.loads(default.stdout), json.loads(strict.stdout)
+    assert d["write_all"]["faithfulness"] == pytest.approx(2 / 5) and d["strict_binary"] is False
+    assert s["write_all"]["faithfulness"] == pytest.approx(2 / 3) and s["strict_binary"] is True
+    assert s["write_all_ci"]["faithfulness"]["n"] == 3 and d["write_all_ci"]["faithfulness"]["n"] == 5
+    assert "excluded from faithfulness" in strict.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# spec §7: write-all (overall support, coverage) with a persona-cluster interval;
+# spec §8: each policy's paired per-fold change against write-all
+
+
+def literal_cluster_rate(rows: pd.DataFrame, num: str, den: str, B: int, seed: int):
+    """Reference: rebuild every resample's rows persona by persona (the draws of
+    `cluster_weights`), then the rate and its 2.5/97.5 percentiles."""
+    from memjudge.bootstrap import cluster_weights
+
+    personas = sorted(rows["persona_id"].unique())
+    by = {p: rows[rows["persona_id"] == p] for p in personas}
+    W = cluster_weights(len(personas), B=B, seed=seed)
+    reps = []
+    for w in W:
+        sample = pd.concat([by[p] for p, k in zip(personas, w) for _ in range(int(k))])
+        reps.append(sample[num].sum() / sample[den].sum())
+    return np.percentile(reps, [2.5, 97.5])
+
+
+def test_write_all_intervals_match_a_literal_resampling():
+    cand, lab, cov = synthetic(n_personas=15, seed=17)
+    res = compare(cand, lab, cov, repeats=1, folds=3, seed=5, B=150)
+    ci = res.to_json()["write_all_ci"]
+    df = cand.merge(lab[["assertion_id", "verdict"]], on="assertion_id", how="left")
+    df["valid"] = df["verdict"].notna()
+    df["sup"] = df["verdict"] == S
+    f = ci["faithfulness"]
+    assert f["value"] == pytest.approx(df["sup"].sum() / df["valid"].sum()) == res.write_all["faithfulness"]
+    assert f["n"] == df["valid"].sum()
+    assert [f["lo"], f["hi"]] == pytest.approx(literal_cluster_rate(df, "sup", "valid", 150, 5))
+    facts = cov[cov["covered_by"].notna()].copy()
+    facts["judged"] = 1
+    facts["covered"] = facts["covered_by"].map(lambda ids: any(i in set(cand["assertion_id"]) for i in ids))
+    facts = pd.concat([facts, pd.DataFrame({"persona_id": sorted(set(cand["persona_id"]) - set(facts["persona_id"])),
+                                            "judged": 0, "covered": False})])  # every persona is drawn
+    c = ci["coverage"]
+    assert c["value"] == pytest.approx(res.write_all["coverage"]) and c["n"] == facts["judged"].sum()
+    assert [c["lo"], c["hi"]] == pytest.approx(literal_cluster_rate(facts, "covered", "judged", 150, 5))
+
+
+def test_paired_change_against_write_all_matches_folds_detail():
+    cand, lab, cov = synthetic(n_personas=30, seed=18)
+    res = compare(cand, lab, cov, repeats=4, folds=5)
+    j = res.to_json()
+    wide = {m: res.folds_detail.pivot_table(index=["repeat", "fold"], columns="policy", values=m, dropna=False)
+            for m in ("faithfulness", "retention", "coverage")}
+    assert list(j["paired_vs_write_all"]) == ["global", "targeted", "per_category"]
+    for name, metrics in j["paired_vs_write_all"].items():
+        for m, got in metrics.items():
+            d = (wide[m][name] - wide[m]["write_all"]).dropna().to_numpy()
+            assert list(got) == ["mean", "lo", "hi", "same_sign"]
+            assert got["mean"] == pytest.approx(d.mean())
+            assert [got["lo"], got["hi"]] == pytest.approx(list(np.percentile(d, [2.5, 97.5])))
+            assert got["same_sign"] == int((np.sign(d) == np.sign(d.mean())).sum())
+    # The full-sample Δ is unchanged beside it; the paired mean differs only by the fold means of write-all.
+    wa_fold_mean = wide["faithfulness"]["write_all"].mean()
+    t = j["policies"]["targeted"]
+    assert t["delta_faithfulness"] == pytest.approx(t["faithfulness"]["mean"] - j["write_all"]["faithfulness"])
+    assert j["paired_vs_write_all"]["targeted"]["faithfulness"]["mean"] == pytest.approx(
+        t["faithfulness"]["mean"] - wa_fold_mean)
+
+
+def test_paired_change_against_write_all_by_hand():
+    """Two personas, two folds (each held out once). Fit on p2 (floor 1/2 of 3: keep 2): t = 0.7,
+    so held-out p1 keeps b only: faithfulness 1/1 against write-all 1/2, retention 1/2. Fit on p1
+    (keep 1 of 2): t = 0.8, so held-out p2 keeps e only: 1/1 against 2/3, retention 1/3."""
+    cand = pd.DataFrame({"persona_id": ["p1", "p1", "p2", "p2", "p2"], "assertion_id": list("abcde"),
+                         "category": ["v", "v", "v", "v", "w"], "confidence": [0.2, 0.8, 0.3, 0.7, 0.9], "text": "t"})
+    lab = pd.DataFrame({"assertion_id": list("abcde"), "judge": "j", "replicate": 0, "verdict": [U, S, U, S, S]})
+    res = compare(cand, lab, gate="v", floor=0.5, repeats=1, folds=2)
+    got = res.paired_vs_write_all()["targeted"]
+    assert got["faithfulness"]["mean"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+    assert [got["faithfulness"]["lo"], got["faithfulness"]["hi"]] == pytest.approx(
+        [1 / 3 + 0.025 * (1 / 2 - 1 / 3), 1 / 3 + 0.975 * (1 / 2 - 1 / 3)])  # linear percentiles of two values
+    assert got["faithfulness"]["same_sign"] == 2
+    assert got["retention"]["mean"] == pytest.approx((-1 / 2 - 2 / 3) / 2) and got["retention"]["same_sign"] == 2
+    assert got["coverage"] is None

@@ -100,3 +100,37 @@ def test_cli_export_default_is_targeted(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     pol = load_policy(tmp_path / "pol.json")
     assert pol.kind == "targeted" and pol.gate == ("values",) and set(pol.thresholds) == {"values"}
+
+
+def _gate(kind="targeted"):
+    return Policy.from_dict({"format": "memjudge.retention-policy", "version": 1, "kind": kind,
+                             "thresholds": {"values": 0.3}, "default_threshold": None, "gate": ["values"]})
+
+
+@pytest.mark.parametrize("confidence, admitted", [
+    (np.float32(0.3), True), (np.float64(0.29), False), (np.int64(1), True), (np.int32(0), False),
+    (np.float16(0.5), True), (np.uint8(1), True), (__import__("fractions").Fraction(3, 10), True), (1, True),
+    (float("inf"), True),
+])
+def test_admit_accepts_any_real_number_including_numpy_scalars(confidence, admitted):
+    g = _gate()
+    assert g.admit("values", confidence) is admitted
+    assert g.admit("work", confidence) is True  # ungated: admitted whatever the real value
+
+
+@pytest.mark.parametrize("confidence, error", [
+    ("abc", TypeError), ("0.7", TypeError), (None, TypeError), (True, TypeError), (np.bool_(True), TypeError),
+    ([0.5], TypeError), (float("nan"), ValueError), (np.float32("nan"), ValueError),
+])
+@pytest.mark.parametrize("category", ["values", "work", "never-seen"])
+def test_admit_rejects_non_numbers_and_nan_for_every_category(confidence, error, category):
+    """Gated, ungated and unknown categories alike: a bad value is the caller's bug either way."""
+    with pytest.raises(error):
+        _gate().admit(category, confidence)
+
+
+def test_write_all_policy_also_validates():
+    g = Policy.from_dict({"format": "memjudge.retention-policy", "version": 1, "kind": "write_all"})
+    assert g.admit("anything", np.float32(0.01))
+    with pytest.raises(TypeError):
+        g.admit("anything", None)

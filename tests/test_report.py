@@ -95,9 +95,22 @@ def test_table1_equals_compare_json(rendered):
     c = load(run, "compare.json")
     rows = {r[0]: r for r in md_table(md, "Table 1.")}
     assert list(rows) == ["Write-all (full sample)", "Global threshold", "Targeted (values)",
+                          "Global threshold − write-all (paired)", "Targeted − write-all (paired)",
                           "Targeted − global (paired)"]
     wa = rows["Write-all (full sample)"]
     assert [nums(wa[i])[0] for i in (1, 2, 3)] == [p2(c["write_all"][m]) for m in ("faithfulness", "retention", "coverage")]
+    for col, m in ((1, "faithfulness"), (3, "coverage")):  # write-all with its bootstrap interval
+        ci = c["write_all_ci"][m]
+        assert nums(wa[col]) == [p2(ci["value"]), p2(ci["lo"]), p2(ci["hi"])]
+    for label, name in (("Global threshold − write-all (paired)", "global"), ("Targeted − write-all (paired)", "targeted")):
+        for col, m in ((1, "faithfulness"), (2, "retention"), (3, "coverage")):
+            ch = c["paired_vs_write_all"][name][m]
+            assert nums(rows[label][col]) == [p2(ch["mean"]), p2(ch["lo"]), p2(ch["hi"])]
+    t1_notes = md.split("**Table 1.", 1)[1].split("\n\n*", 1)[1].split("*\n", 1)[0]
+    ch = c["paired_vs_write_all"]["targeted"]
+    assert (f"targeted: faithfulness {ch['faithfulness']['same_sign']}/20, retention {ch['retention']['same_sign']}/20, "
+            f"estimated coverage {ch['coverage']['same_sign']}/20") in t1_notes
+    assert "95% persona-cluster bootstrap interval" in t1_notes
     for label, name in (("Global threshold", "global"), ("Targeted (values)", "targeted")):
         row, pol = rows[label], c["policies"][name]
         assert nums(row[1]) == [p2(pol["faithfulness"]["mean"]), p2(pol["faithfulness"]["sd"])]
@@ -151,6 +164,8 @@ def test_robustness_and_calibration_tables_equal_json(rendered):
     for k, u in enumerate(rob["units"]):
         for d in u["categories"]:
             assert nums(rows[d["category"]][1 + k]) == [p2(d["support_rate"]), p2(d["lo"]), p2(d["hi"])]
+        o = u["overall"]
+        assert nums(rows["Overall (all categories)"][1 + k]) == [p2(o["value"]), p2(o["lo"]), p2(o["hi"])]
     rows = md_table(md, "Robustness across judges")
     for row, u in zip(rows, rob["units"]):
         pol, pf = u["table"]["policies"], u["table"]["paired"]["faithfulness"]
@@ -320,6 +335,8 @@ def test_findings_state_the_results_in_the_json(rendered):
     assert f"higher on estimated coverage by {100 * pc['mean']:.2f} points" in text
     assert f"same sign in {pf['same_sign']} of {c['repeats'] * c['folds']} folds" in text
     assert "lowest-support category is values at 77.90%" in text
+    o = load(run, "robustness.json")["units"][0]["overall"]
+    assert f"; overall support is {p2(o['value']):.2f}% (95% CI {p2(o['lo']):.2f}–{p2(o['hi']):.2f})." in text
     assert "That is the gated category (values)" in text
     assert "The lowest-support category is the gated one under every judge (3 of 3)" in text
     assert "flips 4.71% of its verdicts" in text
@@ -422,6 +439,14 @@ def test_end_to_end_on_real_commands(tmp_path, cli, capsys):
     assert rows["Targeted (auto)"][3] == "n/a"  # the importer gives no coverage
     pf = c["paired"]["faithfulness"]
     assert nums(rows["Targeted − global (paired)"][1]) == [p2(pf["mean"]), p2(pf["lo"]), p2(pf["hi"])]
+    ch = c["paired_vs_write_all"]["targeted"]["faithfulness"]
+    assert nums(rows["Targeted − write-all (paired)"][1]) == [p2(ch["mean"]), p2(ch["lo"]), p2(ch["hi"])]
+    wa = c["write_all_ci"]["faithfulness"]
+    assert nums(rows["Write-all (full sample)"][1]) == [p2(wa["value"]), p2(wa["lo"]), p2(wa["hi"])]
+    rob = load(out, "robustness.json")
+    support = {r[0]: r for r in md_table(md, "Support by category")}
+    o = rob["units"][0]["overall"]
+    assert nums(support["Overall (all categories)"][1]) == [p2(o["value"]), p2(o["lo"]), p2(o["hi"])]
     agr = load(out, "agreement.json")
     assert nums(md_table(md, "Agreement between judges")[0][4])[0] == round(agr["pairs"][0]["cohen_kappa"], 3)
     # no replicates in this data: the noise part is present but says why it has no rate
@@ -445,7 +470,8 @@ def test_end_to_end_on_a_simulated_corpus(tmp_path, capsys):
     c = load(out, "compare.json")
     rows = {row[0]: row for row in md_table(md, "Table 1.")}
     wa = rows["Write-all (full sample)"]
-    assert nums(wa[3]) == [p2(c["write_all"]["coverage"])]
+    ci = c["write_all_ci"]["coverage"]
+    assert nums(wa[3]) == [p2(c["write_all"]["coverage"]), p2(ci["lo"]), p2(ci["hi"])]
     pc = c["paired"]["coverage"]
     assert nums(rows["Targeted − global (paired)"][3]) == [p2(pc["mean"]), p2(pc["lo"]), p2(pc["hi"])]
     # the compared labels are the corpus's construction truth, found through compare_inputs.json
@@ -491,3 +517,37 @@ def test_demo_parts_embedded_judge_quality(run):
     assert ("The embedded judge local:qwen2.5-coder-1.5b separates supported from unsupported assertions with "
             "AUC 0.831 against the gold labels (250 items); balanced accuracy 0.742 at its calibrated threshold -1.90.") in md
     assert "| seconds.total | 412.5 |" in md
+
+
+def test_table1_says_strict_binary_and_the_comparison_notes(run):
+    c = load(run, "compare.json")
+    c["strict_binary"] = True
+    c["notes"] = ["3 candidates have a verdict other than supported/unsupported: excluded from faithfulness",
+                  "12 reference facts without a coverage verdict excluded"]
+    save(run, "compare.json", c)
+    rob = load(run, "robustness.json")
+    rob["strict_binary"] = True
+    save(run, "robustness.json", rob)
+    md = report(run, formats="md", dpi=DPI).markdown.read_text()
+    t1 = md.split("**Table 1.", 1)[1].split("\n## ", 1)[0]
+    assert "Strict binary: verdicts other than supported/unsupported are left out of faithfulness" in t1
+    assert "Notes: 3 candidates have a verdict other than supported/unsupported: excluded from faithfulness; " \
+           "12 reference facts without a coverage verdict excluded." in t1
+    support = md.split("**Support by category", 1)[1].split("\n## ", 1)[0]
+    assert "strict binary: verdicts other than supported/unsupported left out" in support
+
+
+def test_older_compare_json_without_the_new_keys_still_reports(run):
+    c = load(run, "compare.json")
+    for k in ("write_all_ci", "paired_vs_write_all", "notes", "B", "strict_binary"):
+        c.pop(k)
+    save(run, "compare.json", c)
+    rob = load(run, "robustness.json")
+    for u in rob["units"]:
+        u.pop("overall")
+    save(run, "robustness.json", rob)
+    md = report(run, formats="md", dpi=DPI).markdown.read_text()
+    rows = {r[0]: r for r in md_table(md, "Table 1.")}
+    assert list(rows) == ["Write-all (full sample)", "Global threshold", "Targeted (values)", "Targeted − global (paired)"]
+    assert nums(rows["Write-all (full sample)"][1]) == [p2(c["write_all"]["faithfulness"])]
+    assert "Overall (all categories)" not in {r[0] for r in md_table(md, "Support by category")}

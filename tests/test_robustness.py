@@ -49,10 +49,10 @@ def test_units_rates_intervals_and_tables(corpus):
             lo, hi = ratio_interval(num, den, W)
             assert (row["lo"], row["hi"]) == pytest.approx((lo, hi))
         # Table 1 refit under this unit equals a direct comparison under its labels.
-        direct = compare(cand, lab, cov, judge=u.judge, replicate=u.replicate, repeats=2, folds=3)
+        direct = compare(cand, lab, cov, judge=u.judge, replicate=u.replicate, repeats=2, folds=3, B=300)
         assert u.result.to_json() == direct.to_json()
     j = res.to_json()
-    assert list(j) == ["gate", "floor", "repeats", "folds", "seed", "B", "units", "kendall", "summary"]
+    assert list(j) == ["gate", "floor", "repeats", "folds", "seed", "B", "strict_binary", "units", "kendall", "summary"]
     json.dumps(j, allow_nan=False)
 
 
@@ -126,7 +126,7 @@ def test_cli_robustness(cli, corpus, tmp_path):
     j = json.loads(r.stdout)
     assert j == json.loads((tmp_path / "run" / "robustness.json").read_text())
     assert j["summary"]["units"] == 3 and j["summary"]["judges"] == 2
-    assert list(j["units"][0]["table"]) == ["write_all", "policies", "paired"]
+    assert list(j["units"][0]["table"]) == ["write_all", "write_all_ci", "policies", "paired", "paired_vs_write_all"]
     h = cli("robustness", cp, "--labels", l1, l2, "--repeats", "1", "--folds", "3")
     assert h.returncode == 0 and "Kendall" in h.stdout and "Targeted ≥ global" in h.stdout
     bad = cli("robustness", cp, "--labels", tmp_path / "missing.jsonl")
@@ -144,3 +144,70 @@ def test_rubric_versions_are_one_rubric(corpus):
     assert sorted({u.judge for u in res.units}) == ["sim:a", "sim:b"]
     one = compare(cand, mixed, cov, judge="sim:b", repeats=1, folds=3)
     assert one.to_json()["judge"] == "sim:b"
+
+
+@pytest.mark.parametrize("kind", ["every covered_by null", "empty frame", "personas without candidates"])
+def test_coverage_without_a_judged_fact_leaves_coverage_null_and_the_rest_computed(corpus, kind):
+    from test_crossval import _no_judged_fact
+
+    cand, lab, cov = corpus
+    res = robustness(cand, lab, _no_judged_fact(kind, cand, cov), repeats=1, folds=3, B=100)
+    base = robustness(cand, lab, None, repeats=1, folds=3, B=100).to_json()
+    j = res.to_json()
+    json.dumps(j, allow_nan=False)
+    assert j["summary"]["coverage"]["units_with_coverage"] == 0
+    for u, b in zip(j["units"], base["units"]):
+        assert u["table"]["write_all"]["coverage"] is None and u["table"]["paired"]["coverage"] is None
+        assert u["categories"] == b["categories"] and u["overall"] == b["overall"]
+        assert u["table"]["policies"] == b["table"]["policies"]
+        assert any("estimated coverage not computed" in n for n in u["notes"])
+
+
+def test_overall_support_rate_with_interval_per_unit(corpus):
+    from test_crossval import literal_cluster_rate
+
+    cand, lab, cov = corpus
+    res = robustness(cand, lab, cov, repeats=1, folds=3, B=120, seed=3)
+    j = res.to_json()
+    for u, ju in zip(res.units, j["units"]):
+        assert list(ju)[list(ju).index("categories") + 1] == "overall"
+        o = ju["overall"]
+        assert list(o) == ["value", "lo", "hi", "n"]
+        cats = u.categories
+        assert o["value"] == pytest.approx(cats["supported"].sum() / cats["valid"].sum())
+        assert o["n"] == cats["valid"].sum() == ju["n_valid"]
+        mine = lab[(lab.judge == u.judge) & (lab.replicate == u.replicate)][["assertion_id", "verdict"]]
+        df = cand.merge(mine, on="assertion_id", how="left")
+        df["valid"], df["sup"] = df["verdict"].notna(), df["verdict"] == S
+        assert [o["lo"], o["hi"]] == pytest.approx(literal_cluster_rate(df, "sup", "valid", 120, 3))
+        # compare's write-all faithfulness under this unit is the same figure on the same resamples
+        assert ju["table"]["write_all_ci"]["faithfulness"] == o
+        assert set(ju["table"]["paired_vs_write_all"]) == {"global", "targeted", "per_category"}
+    assert "overall [95% CI]" in res.render()
+
+
+def test_strict_binary_in_robustness(cli, tmp_path):
+    from test_crossval import third_verdict_case
+
+    cand, lab = third_verdict_case()
+    default = robustness(cand, lab, folds=2, repeats=1, B=50, floor=0.5).to_json()
+    strict = robustness(cand, lab, folds=2, repeats=1, B=50, floor=0.5, strict_binary=True).to_json()
+    assert default["strict_binary"] is False and strict["strict_binary"] is True
+    dv = {c["category"]: c for c in default["units"][0]["categories"]}
+    sv = {c["category"]: c for c in strict["units"][0]["categories"]}
+    assert (dv["values"]["valid"], dv["values"]["supported"]) == (3, 1)
+    assert (sv["values"]["valid"], sv["values"]["supported"]) == (1, 1)
+    assert default["units"][0]["overall"]["value"] == pytest.approx(2 / 5)
+    assert strict["units"][0]["overall"]["value"] == pytest.approx(2 / 3)
+    assert strict["units"][0]["overall"]["n"] == 3
+    cp, lp = tmp_path / "c.jsonl", tmp_path / "l.jsonl"
+    cand.to_json(cp, orient="records", lines=True)
+    lab.merge(cand[["assertion_id", "category"]]).to_json(lp, orient="records", lines=True)
+    r = cli("robustness", cp, "--labels", lp, "--floor", "0.5", "--folds", "2", "--repeats", "1", "--json",
+            "--strict-binary")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    values = next(c for c in j["units"][0]["categories"] if c["category"] == "values")
+    assert j["strict_binary"] is True and (values["valid"], values["supported"]) == (1, 1)
+    assert j["units"][0]["overall"]["value"] == pytest.approx(2 / 3)
+    assert "excluded from faithfulness" in r.stderr

@@ -4,7 +4,10 @@ Labels are nominal strings (`supported`, `unsupported`, and any other such as `p
 
 - Per pair of judges, on the items both labelled: n, percent agreement, Cohen's κ, Gwet's AC1
   (chance agreement Σ_k π_k(1 − π_k)/(q − 1), π_k the mean of the two judges' marginal
-  proportions, over the q labels present), positive and negative agreement on `supported`
+  proportions; q = the number of labels the pair used on its shared items in the full sample,
+  or the size of a declared `label_set` — fixed for every bootstrap resample, so a resample that
+  happens to miss a rare label such as one `partial` is not scored with a smaller q), positive
+  and negative agreement on `supported`
   (2a/(2a+b+c) and 2d/(2d+b+c), where everything that is not `supported` — `unsupported`,
   `partial`, ... — counts as negative), the confusion matrix.
 - Across all judges: Krippendorff's α (nominal; items with one value are unpairable and
@@ -18,7 +21,10 @@ side would bias agreement.
 
 Every coefficient is a function of additive sufficient statistics (confusion cells per pair,
 the coincidence matrix for α, per-item category counts for Fleiss), so they are summed per
-persona once and the persona-cluster bootstrap is `cluster_weights(...) @ per_persona`.
+persona once and the persona-cluster bootstrap is `cluster_weights(...) @ per_persona`. AC1 is
+the only coefficient with a label count in its formula; κ, α, Fleiss' κ and positive/negative
+agreement depend on the labels only through counts (an absent label contributes zero), so a
+resample missing a label leaves their definition unchanged.
 A figure that cannot be computed (e.g. κ when both judges use one label) is NaN here and
 null in JSON; resamples where it is undefined are left out of its interval.
 """
@@ -50,11 +56,13 @@ def _div(num, den):
         return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
 
 
-def pair_coefficients(conf: np.ndarray, positive: int | None = None) -> dict[str, np.ndarray]:
+def pair_coefficients(conf: np.ndarray, positive: int | None = None, q: int | None = None) -> dict[str, np.ndarray]:
     """Coefficients of two raters from confusion counts `conf[..., a_label, b_label]`.
 
     Works on one (q, q) matrix or a (B, q, q) stack of bootstrap resamples. `positive` is
-    the index of the label whose positive/negative agreement is wanted (None: NaN).
+    the index of the label whose positive/negative agreement is wanted (None: NaN). `q` is
+    AC1's number of labels; None counts the labels present in each matrix, which is right for
+    the full sample but not for resamples (pass the full sample's q for those).
     """
     conf = np.asarray(conf, dtype=float)
     n = conf.sum(axis=(-2, -1))
@@ -66,8 +74,9 @@ def pair_coefficients(conf: np.ndarray, positive: int | None = None) -> dict[str
     kappa = 1.0 - _div(n - agree, expected_dis)
     pa = _div(agree, n)
     pi = _div(rows + cols, 2.0 * n[..., None])
-    q = ((rows + cols) > 0).sum(axis=-1)
-    pe = _div((pi * (1.0 - pi)).sum(axis=-1), q - 1)
+    if q is None:
+        q = ((rows + cols) > 0).sum(axis=-1)
+    pe = _div((pi * (1.0 - pi)).sum(axis=-1), np.asarray(q) - 1)
     ac1 = _div(pa - pe, 1.0 - pe)
     ac1 = np.where(q >= 2, ac1, np.nan)
     out = {"n": n, "percent_agreement": pa, "cohen_kappa": kappa, "gwet_ac1": ac1}
@@ -198,6 +207,7 @@ class AgreementResult:
     personas: int
     ties: int = 0
     notes: list[str] = field(default_factory=list)
+    gold_missing: int = 0  # gold rows without a verdict (None, NaN, blank), left out
 
     def _overall(self, measure: str):
         row = self.overall[self.overall["measure"] == measure]
@@ -280,11 +290,14 @@ def _with_ci(point: dict, reps: dict | None, measures) -> dict:
 
 
 def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate: int | str = 0,
-              seed: int = 0, B: int = B_DEFAULT) -> AgreementResult:
+              seed: int = 0, B: int = B_DEFAULT, label_set=None) -> AgreementResult:
     """Agreement figures for a labels frame (memjudge.io.read_labels) and optional gold frame
     (memjudge.io.read_gold). Personas are sorted as strings and resampled with one weight
     matrix for every figure, so intervals are reproducible for a given `seed` and paired.
-    With fewer than two personas intervals are null."""
+    With fewer than two personas intervals are null. `label_set`: the labels a judge could
+    give (e.g. ["supported", "unsupported", "partial"]); AC1's q is then its size for every
+    pair, and a verdict outside it is an error. Without it, q is the number of labels a pair
+    used on its shared items."""
     need = {"assertion_id", "persona_id", "judge", "rubric", "replicate", "verdict"}
     missing = need - set(labels.columns)
     if missing:
@@ -296,11 +309,18 @@ def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate:
         raise UsageError(f"agreement needs at least two judges or --gold (found {len(raters)}: {', '.join(raters)})")
     chosen, ties = standing_verdicts(labels, replicate)
 
-    gold_map = None
+    gold_map, gold_missing = None, 0
     if gold is not None:
-        gold_map = gold.drop_duplicates("assertion_id").set_index("assertion_id")["verdict"].astype(str)
-    label_set = set(chosen["verdict"]) | (set(gold_map) if gold_map is not None else set())
-    label_names = sorted(label_set)
+        gold_map, gold_missing = _gold_verdicts(gold)
+    seen = set(chosen["verdict"]) | (set(gold_map) if gold_map is not None else set())
+    declared = label_set is not None
+    if declared:
+        label_names = _declared_labels(label_set)
+        unknown = sorted(seen - set(label_names))
+        if unknown:
+            raise UsageError(f"verdict {unknown[0]!r} is not in the declared label set ({', '.join(label_names)})")
+    else:
+        label_names = sorted(seen)
     q = max(len(label_names), 1)
     code = {lab: i for i, lab in enumerate(label_names)}
 
@@ -323,8 +343,11 @@ def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate:
     for ia, ib in combinations(range(len(raters)), 2):
         both = (X[:, ia] >= 0) & (X[:, ib] >= 0)
         cells = cluster_counts(pers[both], X[both, ia] * q + X[both, ib], n_p, q * q)
-        point = pair_coefficients(cells.sum(axis=0).reshape(q, q), pos)
-        reps = pair_coefficients((W @ cells).reshape(-1, q, q), pos) if W is not None else None
+        full = cells.sum(axis=0).reshape(q, q)
+        # AC1's q from the full sample (or the declared label set), the same in every resample
+        q_ac1 = q if declared else int(((full.sum(axis=0) + full.sum(axis=1)) > 0).sum())
+        point = pair_coefficients(full, pos, q_ac1)
+        reps = pair_coefficients((W @ cells).reshape(-1, q, q), pos, q_ac1) if W is not None else None
         row = {"a": raters[ia], "b": raters[ib], "n": int(point["n"])}
         row.update(_with_ci(point, reps, PAIR_MEASURES))
         pair_rows.append(row)
@@ -378,13 +401,36 @@ def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate:
         notes.append(f"{ties} (judge, item) majority ties left unlabelled")
     if n_p < 2:
         notes.append("fewer than two personas: no persona-cluster interval")
+    if gold_missing:
+        notes.append(f"{gold_missing} gold rows without a verdict excluded")
     if gold_map is not None and not gold_frame["n"].any():
         notes.append("no gold label matches a labelled assertion_id")
     return AgreementResult(
         judges=raters, items=n_items, labels=label_names, pairs=pairs, confusion=confusion,
         overall=overall, gold=gold_frame, replicate=replicate, seed=seed, B=B, personas=n_p,
-        ties=ties, notes=notes,
+        ties=ties, notes=notes, gold_missing=gold_missing,
     )
+
+
+def _gold_verdicts(gold: pd.DataFrame) -> tuple[pd.Series, int]:
+    """verdict per assertion_id (first row per assertion) from the gold rows that have one, and
+    the number of rows without (None, NaN or blank: not a label, so excluded and counted)."""
+    missing_cols = [c for c in ("assertion_id", "verdict") if c not in gold.columns]
+    if missing_cols:
+        raise UsageError(f"gold labels lack column(s): {', '.join(missing_cols)}")
+    v = gold["verdict"]
+    missing = (v.isna() | v.map(lambda x: isinstance(x, str) and not x.strip())).to_numpy(dtype=bool)
+    kept = gold[~missing]
+    verdicts = kept.drop_duplicates("assertion_id").set_index("assertion_id")["verdict"]
+    return verdicts.map(str).astype(object), int(missing.sum())
+
+
+def _declared_labels(label_set) -> list[str]:
+    names = [x.strip() for x in label_set.split(",")] if isinstance(label_set, str) else [str(x) for x in label_set]
+    names = [x for x in names if x]
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise UsageError(f"a label set needs at least two distinct labels, got {', '.join(names) or 'none'}")
+    return names
 
 
 def _fleiss_args(sums: np.ndarray):

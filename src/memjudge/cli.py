@@ -60,6 +60,8 @@ def _presets() -> list[str]:
 # Written out so that --help imports nothing heavy; tests check them against the registries.
 DATASETS_HELP = "synthpai, xsumfaith, label-studio"
 TARGETS_HELP = "balanced_accuracy (default), accuracy, youden, f1_unsupported"
+STRICT_BINARY_HELP = ("a verdict other than supported/unsupported (e.g. partial) is no valid verdict, left out of "
+                      "faithfulness and support rates (default: valid and not supported)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--gold", help="gold labels (assertion_id, verdict[, annotator]): each judge is also scored against them")
     a.add_argument("--replicate", type=_replicate_choice, default=0,
                    help="which replicate stands for a judge: an index (default 0) or 'majority' of its replicates")
+    a.add_argument("--label-set", metavar="L1,L2,...",
+                   help="the labels a judge could give (e.g. supported,unsupported,partial): Gwet's AC1 uses their "
+                        "number as q (default: the labels each pair used)")
     a.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     a.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     a.add_argument("--out", metavar="RUN_DIR", help="write agreement.json there (for memjudge report)")
@@ -159,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--gold", help="hand labels (assertion_id, verdict[, annotator, labelled_at]; a labelled `memjudge "
                                   "sample` file is weighted by its inclusion_prob): held-out faithfulness also "
                                   "estimated by PPI++ (thresholds still fitted on the judge's labels)")
+    m.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
     m.set_defaults(func=cmd_compare)
 
     # --- robustness --------------------------------------------------------------------
@@ -176,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="RUN_DIR", help="write robustness.json there (for memjudge report)")
     r.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     r.add_argument("--gold", help="hand labels: each judge's held-out faithfulness also estimated by PPI++")
+    r.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
     r.set_defaults(func=cmd_robustness)
 
     # --- report ------------------------------------------------------------------------
@@ -427,7 +434,8 @@ def cmd_agreement(args) -> int:
 
         humans, notes = gold_raters(gold, labels, args.replicate)
         labels, gold = pd.concat([labels, humans], ignore_index=True), None
-    res = agreement(labels, gold=gold, replicate=args.replicate, seed=args.seed, B=args.bootstrap)
+    res = agreement(labels, gold=gold, replicate=args.replicate, seed=args.seed, B=args.bootstrap,
+                    label_set=args.label_set)
     res.notes.extend(notes)
     return _emit_analysis(args, res.to_json(), res.to_text(), "agreement.json", res.notes)
 
@@ -438,7 +446,7 @@ def cmd_compare(args) -> int:
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method, gold=args.gold,
+        per_category=args.per_category_method, gold=args.gold, strict_binary=args.strict_binary,
     )
     if args.out:
         res.write_run(args.out, candidates=args.candidates, labels=args.labels, coverage=args.coverage, seed=args.seed)
@@ -449,7 +457,7 @@ def cmd_compare(args) -> int:
         text += f"\n\nwrote compare.json, sweep.json, calibration.json to {args.out}"
     if args.export_policy:
         text += f"\nwrote the {args.policy} policy (fitted on all personas) to {args.export_policy}"
-    return _emit_analysis(args, res.to_json(), text, None)  # write_run wrote compare.json
+    return _emit_analysis(args, res.to_json(), text, None, res.notes())  # write_run wrote compare.json
 
 
 def cmd_robustness(args) -> int:
@@ -458,10 +466,10 @@ def cmd_robustness(args) -> int:
     res = robustness(
         args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
         gate=args.gate, floor=args.floor, repeats=args.repeats, folds=args.folds, seed=args.seed,
-        per_category=args.per_category_method, gold=args.gold,
+        per_category=args.per_category_method, gold=args.gold, strict_binary=args.strict_binary,
     )
     text = res.render() + (f"\n\nwrote robustness.json to {args.out}" if args.out else "")
-    return _emit_analysis(args, res.to_json(), text, "robustness.json")
+    return _emit_analysis(args, res.to_json(), text, "robustness.json", res.notes())
 
 
 def cmd_report(args) -> int:

@@ -7,11 +7,18 @@ for r in 0..R−1, ``perm = numpy.random.default_rng(seed + r).permutation(n_per
 on the other personas (`memjudge.policies` explains the fit). On the held-out fold:
 
 - faithfulness = supported / valid verdicts among retained candidates ("supported" counts as
-  supported, any other label as not; candidates without a valid verdict are left out);
+  supported, any other label as not; candidates without a valid verdict are left out). A third
+  verdict (``partial``, or any label but supported/unsupported) is therefore a valid verdict
+  that is not supported and lowers faithfulness; with ``strict_binary=True``
+  (``--strict-binary``) it is no valid verdict, exactly like null — left out of faithfulness,
+  support rates and majorities, still counted in retention. The notes count such candidates;
 - retention = retained / all held-out candidates (valid verdict or not);
 - estimated coverage = share of the held-out personas' judged reference facts stated by at
   least one retained candidate (fact → assertion map from a coverage file judged once on the
-  full candidate set; a fact whose ``covered_by`` is null was not judged and is excluded).
+  full candidate set; a fact whose ``covered_by`` is null was not judged and is excluded, and
+  so is a fact of a persona without candidates; both are counted in the notes). With no judged
+  fact left (an empty file, every ``covered_by`` null, ...) coverage is null everywhere and
+  every other figure is computed as without a coverage file.
 
 Table 1: per policy, fold mean ± SD (ddof = 1) of each metric; the write-all row holds the
 full-sample values and the change against write-all uses that row (as the paper does). Paired
@@ -69,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.agreement import majority_votes
+from memjudge.bootstrap import B_DEFAULT
 from memjudge.errors import UsageError
 from memjudge.io import json_safe, only_rubric, rubric_name
 from memjudge.policies import (
@@ -77,6 +85,8 @@ from memjudge.policies import (
 
 POLICY_NAMES = ("global", "targeted", "per_category")
 METRICS = ("faithfulness", "retention", "coverage")
+# The two labels of the support rubric; any other label (e.g. "partial") is a third verdict.
+BINARY = ("supported", "unsupported")
 
 
 # ---------------------------------------------------------------------------------------
@@ -103,13 +113,24 @@ class Prepared:
     pair_fact: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     pair_cand: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     n_facts_unjudged: int = 0
+    n_facts_without_candidates: int = 0
     n_unlabelled: int = 0
     n_labels_unmatched: int = 0
+    # candidates whose standing verdict is a third label: valid and not supported by default,
+    # no valid verdict with strict_binary
+    n_nonbinary: int = 0
+    strict_binary: bool = False
     inputs: dict = field(default_factory=dict)
 
     @property
     def n(self) -> int:
         return len(self.conf)
+
+    @property
+    def coverage_measured(self) -> bool:
+        """A coverage map with at least one judged fact of a persona with candidates: without
+        one, coverage is null everywhere (not 0, not NaN) and the notes say why."""
+        return self.has_coverage and len(self.fact_persona) > 0
 
     def gate_codes(self, gate) -> np.ndarray:
         return np.flatnonzero(np.isin(self.categories, list(gate)))
@@ -223,11 +244,19 @@ def _load_coverage(coverage, judge, replicate) -> pd.DataFrame | None:
     return cov
 
 
-def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0) -> Prepared:
+def binary_only(labels: pd.DataFrame) -> pd.DataFrame:
+    """Labels with every verdict other than supported/unsupported set to null (strict_binary)."""
+    v = labels["verdict"]
+    return labels.assign(verdict=v.astype(object).where(v.isin(BINARY), None))
+
+
+def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0, strict_binary: bool = False) -> Prepared:
     """Join candidates to one judge's verdicts (and the coverage map) as arrays.
 
     candidates/labels/coverage: DataFrames or paths (labels and coverage: one path or a list).
-    A candidate without a label for the judge counts as "no valid verdict"."""
+    A candidate without a label for the judge counts as "no valid verdict". A third verdict
+    (any label but supported/unsupported) is valid and not supported, or — with
+    `strict_binary` — no valid verdict, exactly like null (so it takes no part in a majority)."""
     inputs = {
         "candidates": str(candidates) if isinstance(candidates, (str, os.PathLike)) else None,
         "labels": ([str(labels)] if isinstance(labels, (str, os.PathLike)) else
@@ -247,6 +276,9 @@ def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0) -> Pr
     categories, cat = np.unique(cand["category"].astype(str).to_numpy(), return_inverse=True)
     aid = cand["assertion_id"].astype(str).to_numpy()
     v = verdicts.reindex(aid)
+    nonbinary = (v.notna() & ~v.isin(BINARY)).to_numpy()
+    if strict_binary:
+        v = select_verdicts(binary_only(lab), judge, replicate)[0].reindex(aid)
     valid = v.notna().to_numpy()
     sup = (v == "supported").to_numpy() & valid
     prep = Prepared(
@@ -255,6 +287,7 @@ def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0) -> Pr
         assertion_ids=aid, judge=judge, replicate=replicate,
         n_unlabelled=int((~aid_in(aid, verdicts.index)).sum()),
         n_labels_unmatched=int((~aid_in(np.asarray(verdicts.index, dtype=str), aid)).sum()), inputs=inputs,
+        n_nonbinary=int(nonbinary.sum()), strict_binary=bool(strict_binary),
     )
     cov = _load_coverage(coverage, judge, replicate)
     if cov is not None:
@@ -267,17 +300,21 @@ def aid_in(aid: np.ndarray, index) -> np.ndarray:
 
 
 def _attach_coverage(prep: Prepared, cov: pd.DataFrame) -> None:
-    judged = cov["covered_by"].map(lambda x: x is not None and not (isinstance(x, float) and np.isnan(x)))
+    # Masks as numpy bools: a boolean Series of an empty frame has dtype object, and indexing
+    # with it selects (no) columns instead of rows.
+    judged = np.fromiter((x is not None and not (isinstance(x, float) and np.isnan(x)) for x in cov["covered_by"]),
+                         dtype=bool, count=len(cov))
     prep.n_facts_unjudged = int((~judged).sum())
-    cov = cov[judged.to_numpy()]
-    # Facts of personas without candidates cannot be held out with a persona; left out.
+    cov = cov[judged]
+    # Facts of personas without candidates cannot be held out with a persona; left out, counted.
     pcode = pd.Index(prep.personas).get_indexer(cov["persona_id"].to_numpy())
+    prep.n_facts_without_candidates = int((pcode < 0).sum())
     cov = cov[pcode >= 0]
     pcode = pcode[pcode >= 0]
     prep.has_coverage = True
     prep.fact_persona = pcode.astype(np.int64)
-    lengths = cov["covered_by"].map(len).to_numpy()
-    fact = np.repeat(np.arange(len(cov)), lengths)
+    lengths = np.fromiter((len(x) for x in cov["covered_by"]), dtype=np.int64, count=len(cov))
+    fact = np.repeat(np.arange(len(cov), dtype=np.int64), lengths)
     ids = [str(x) for lst in cov["covered_by"] for x in lst]
     cand = pd.Index(prep.assertion_ids).get_indexer(ids) if ids else np.zeros(0, np.int64)
     ok = cand >= 0
@@ -316,16 +353,57 @@ def nadeau_bengio(diff, test_train_ratio: float, level: float = 0.95):
     return (float(mean - t * se), float(mean + t * se))
 
 
-def paired_summary(diff, test_train_ratio: float) -> dict:
+def change_summary(diff) -> dict:
+    """Per-fold differences (undefined folds left out): mean, 2.5/97.5 percentiles and the
+    number of folds whose difference has the sign of the mean."""
     d = np.asarray(diff, dtype=float)
     d = d[np.isfinite(d)]
     if len(d) == 0:
-        return {"mean": None, "lo": None, "hi": None, "same_sign": 0, "nb_lo": None, "nb_hi": None}
+        return {"mean": None, "lo": None, "hi": None, "same_sign": 0}
     mean = float(d.mean())
     lo, hi = np.percentile(d, [2.5, 97.5])
-    nb_lo, nb_hi = nadeau_bengio(d, test_train_ratio)
-    return {"mean": mean, "lo": float(lo), "hi": float(hi),
-            "same_sign": int((np.sign(d) == np.sign(mean)).sum()), "nb_lo": nb_lo, "nb_hi": nb_hi}
+    return {"mean": mean, "lo": float(lo), "hi": float(hi), "same_sign": int((np.sign(d) == np.sign(mean)).sum())}
+
+
+def paired_summary(diff, test_train_ratio: float) -> dict:
+    """`change_summary` plus the Nadeau–Bengio interval (nb_lo, nb_hi)."""
+    out = change_summary(diff)
+    if out["mean"] is None:
+        return {**out, "nb_lo": None, "nb_hi": None}
+    nb_lo, nb_hi = nadeau_bengio(diff, test_train_ratio)
+    return {**out, "nb_lo": nb_lo, "nb_hi": nb_hi}
+
+
+def rate_interval(num: np.ndarray, den: np.ndarray, weights: np.ndarray) -> dict:
+    """A rate sum(num)/sum(den) of per-persona totals with its persona-cluster bootstrap
+    percentile interval: {"value", "lo", "hi", "n"} (n = sum(den)); null when undefined."""
+    from memjudge.bootstrap import ratio_interval
+
+    n = float(np.sum(den))
+    lo, hi = ratio_interval(np.asarray(num, float), np.asarray(den, float), weights)
+    return {"value": _num(np.sum(num) / n) if n else None, "lo": _num(lo), "hi": _num(hi), "n": int(round(n))}
+
+
+def overall_support(prep: Prepared, weights: np.ndarray) -> dict:
+    """Support rate of all candidates (supported / valid verdicts; spec §7 "overall") with its
+    persona-cluster interval: {"value", "lo", "hi", "n"}, n = valid verdicts."""
+    P = len(prep.personas)
+    sup = np.bincount(prep.persona, weights=prep.sup & prep.valid, minlength=P)
+    valid = np.bincount(prep.persona, weights=prep.valid, minlength=P)
+    return rate_interval(sup, valid, weights)
+
+
+def write_all_intervals(prep: Prepared, weights: np.ndarray) -> dict:
+    """Write-all faithfulness (the overall support rate) and coverage on the full sample with
+    persona-cluster intervals, from per-persona totals (supported/valid, covered/judged facts)."""
+    P = len(prep.personas)
+    out = {"faithfulness": overall_support(prep, weights), "coverage": None}
+    if prep.coverage_measured:
+        covered = np.zeros(len(prep.fact_persona), bool)
+        covered[prep.pair_fact] = True
+        facts = np.bincount(prep.fact_persona, minlength=P)
+        out["coverage"] = rate_interval(np.bincount(prep.fact_persona, weights=covered, minlength=P), facts, weights)
+    return out
 
 
 class _Engine:
@@ -399,7 +477,7 @@ def full_sample(prep: Prepared, thr: np.ndarray | None = None) -> dict:
     if thr is None:
         thr = np.full(len(prep.categories), NEG_INF)
     f, r, c = e.evaluate(np.arange(prep.n), thr, np.arange(len(prep.fact_persona)), prep.pair_fact, prep.pair_cand)
-    return {"faithfulness": f, "retention": r, "coverage": c if prep.has_coverage else None}
+    return {"faithfulness": f, "retention": r, "coverage": c if prep.coverage_measured else None}
 
 
 def run_protocol(prep: Prepared, *, gate, floor: float, repeats: int, folds: int, seed: int,
@@ -443,7 +521,7 @@ def run_protocol(prep: Prepared, *, gate, floor: float, repeats: int, folds: int
                 t = None if not len(gcodes) or thr[gcodes[0]] == NEG_INF else float(thr[gcodes[0]])
             else:
                 t = None if thr[0] == NEG_INF else float(thr[0])
-            rows.append((r, k, name, t, f, ret, cov if prep.has_coverage else np.nan))
+            rows.append((r, k, name, t, f, ret, cov if prep.coverage_measured else np.nan))
     df = pd.DataFrame(rows, columns=["repeat", "fold", "policy", "threshold", *METRICS])
     return df, gates, float(np.mean(ratios))
 
@@ -476,8 +554,12 @@ class CompareResult:
     prepared: Prepared
     policy_names: tuple = POLICY_NAMES
     per_category_method: str = "greedy"
+    B: int = B_DEFAULT
+    # resamples of personas shared with a caller (robustness) so that intervals are paired
+    weights: np.ndarray | None = field(default=None, repr=False, compare=False)
     _fitted: dict | None = field(default=None, init=False, repr=False, compare=False)
     gold: object = field(default=None, repr=False, compare=False)  # crossval_gold.GoldComparison (--gold)
+    _write_all_ci: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- summaries -------------------------------------------------------------------------
     def _metric(self, policy: str, metric: str) -> np.ndarray:
@@ -486,7 +568,7 @@ class CompareResult:
 
     def policies(self) -> dict:
         out = {}
-        has_cov = self.prepared.has_coverage
+        has_cov = self.prepared.coverage_measured
         for name in self.policy_names:
             f = _mean_sd(self._metric(name, "faithfulness"))
             r = _mean_sd(self._metric(name, "retention"))
@@ -501,12 +583,34 @@ class CompareResult:
     def paired(self) -> dict:
         out = {}
         for m in METRICS:
-            if m == "coverage" and not self.prepared.has_coverage:
+            if m == "coverage" and not self.prepared.coverage_measured:
                 out[m] = None
                 continue
             diff = self._metric("targeted", m) - self._metric("global", m)
             out[m] = paired_summary(diff, self.test_train_ratio)
         return out
+
+    def paired_vs_write_all(self) -> dict:
+        """Per policy and metric, the change against write-all on the same held-out fold:
+        mean, 2.5/97.5 percentiles of the per-fold changes, folds with the sign of the mean."""
+        wa = {m: self._metric("write_all", m) for m in METRICS}
+        return {name: {m: (None if m == "coverage" and not self.prepared.coverage_measured
+                           else change_summary(self._metric(name, m) - wa[m])) for m in METRICS}
+                for name in self.policy_names}
+
+    def write_all_ci(self) -> dict:
+        """Write-all faithfulness (overall support rate) and coverage with persona-cluster
+        bootstrap intervals (B resamples, the comparison's seed)."""
+        if self._write_all_ci is None:
+            from memjudge.bootstrap import cluster_weights
+
+            W = self.weights if self.weights is not None else cluster_weights(len(self.prepared.personas),
+                                                                              B=self.B, seed=self.seed)
+            self._write_all_ci = write_all_intervals(self.prepared, W)
+        return self._write_all_ci
+
+    def notes(self) -> list[str]:
+        return prepared_notes(self.prepared)
 
     def to_json(self) -> dict:
         d = self.folds_detail
@@ -522,20 +626,30 @@ class CompareResult:
             "repeats": self.repeats,
             "folds": self.folds,
             "seed": self.seed,
+            "B": self.B,
+            "strict_binary": self.prepared.strict_binary,
             "write_all": {k: _num(v) for k, v in self.write_all.items()},
+            "write_all_ci": json_safe(self.write_all_ci()),
             "policies": json_safe(self.policies()),
             "paired": json_safe(self.paired()),
+            "paired_vs_write_all": json_safe(self.paired_vs_write_all()),
             "folds_detail": detail,
             **({"gold": self.gold.to_json()} if self.gold is not None else {}),
+            "notes": self.notes(),
         }
 
     def table(self) -> pd.DataFrame:
-        """Table 1 as a DataFrame (fractions): one row per policy and a paired row."""
+        """Table 1 as a DataFrame (fractions): one row per policy (write-all with its bootstrap
+        interval), the paired targeted − global row, and each policy's paired change against
+        write-all ("<policy> - write_all": mean, lo, hi, same_sign)."""
         rows = []
         wa = self.write_all
+        ci = self.write_all_ci()
         rows.append({"policy": "write_all", **{m: wa[m] for m in METRICS},
                      **{f"{m}_sd": np.nan for m in METRICS},
-                     **{f"delta_{m}": 0.0 if wa[m] is not None else np.nan for m in METRICS}})
+                     **{f"delta_{m}": 0.0 if wa[m] is not None else np.nan for m in METRICS},
+                     **{f"{m}_{k}": _nan(ci[m][k]) if ci.get(m) else np.nan
+                        for m in ("faithfulness", "coverage") for k in ("lo", "hi")}})
         for name, s in self.policies().items():
             row = {"policy": name}
             for m in METRICS:
@@ -556,6 +670,12 @@ class CompareResult:
         if self.gold is not None:  # the PPI++ faithfulness column(s) of `compare --gold`
             extra = self.gold.table_columns()
             rows = [{**r, **{k: _nan(v) for k, v in extra.get(r["policy"], {}).items()}} for r in rows]
+        for name, changes in self.paired_vs_write_all().items():
+            row = {"policy": f"{name} - write_all"}
+            for m, s in changes.items():
+                for k, col in (("mean", m), ("lo", f"{m}_lo"), ("hi", f"{m}_hi"), ("same_sign", f"{m}_same_sign")):
+                    row[col] = _nan(s[k]) if s else np.nan
+            rows.append(row)
         return pd.DataFrame(rows).set_index("policy")
 
     def render(self) -> str:
@@ -633,6 +753,7 @@ class CompareResult:
             "fitted_on": {
                 **{k: v for k, v in p.inputs.items()}, "judge": p.judge, "replicate": p.replicate,
                 "n_candidates": p.n, "n_personas": len(p.personas), "n_valid": int(p.valid.sum()),
+                "strict_binary": p.strict_binary,
                 "gate_requested": self.gate, "fit_set": json_safe(fs),
                 **({"per_category_method": self.per_category_method} if kind == "per_category" else {}),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -674,17 +795,21 @@ def _resolve_gate(gate, categories: np.ndarray):
 
 def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate="values",
             floor: float = 0.8, repeats: int = 20, folds: int = 5, seed: int = 0,
-            policies=POLICY_NAMES, per_category: str = "greedy", gold=None) -> CompareResult:
+            policies=POLICY_NAMES, per_category: str = "greedy", strict_binary: bool = False,
+            B: int = B_DEFAULT, gold=None) -> CompareResult:
     """Write-all vs global vs targeted (vs per-category) by the exact protocol of spec §8.
 
     candidates, labels, coverage: DataFrames or paths. `gate`: "values", "a,b", a list, or
     "auto". `per_category`: "greedy" or "exact" (see `memjudge.policies.PerCategory`).
     `gold` (path or DataFrame of hand labels): each held-out faithfulness is also estimated by
     PPI++ (`memjudge.crossval_gold`); thresholds and judge-only figures are unchanged.
+    `strict_binary`: a verdict other than supported/unsupported is no valid verdict (default:
+    valid, not supported). `B`: bootstrap resamples for the write-all interval (seed `seed`).
     Returns a `CompareResult` (``.to_json()``, ``.table()``, ``.render()``)."""
-    prep = labels if isinstance(labels, Prepared) else prepare(candidates, labels, coverage, judge=judge, replicate=replicate)
+    prep = labels if isinstance(labels, Prepared) else prepare(candidates, labels, coverage, judge=judge,
+                                                               replicate=replicate, strict_binary=strict_binary)
     res = compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed,
-                           policies=policies, per_category=per_category)
+                           policies=policies, per_category=per_category, B=B)
     if gold is not None:
         from memjudge.crossval_gold import compare_with_gold
 
@@ -696,7 +821,8 @@ def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate=
 
 
 def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, folds=5, seed=0,
-                     policies=POLICY_NAMES, per_category: str = "greedy") -> CompareResult:
+                     policies=POLICY_NAMES, per_category: str = "greedy", B: int = B_DEFAULT,
+                     weights: np.ndarray | None = None) -> CompareResult:
     from memjudge.policies import PER_CATEGORY_METHODS
 
     if per_category not in PER_CATEGORY_METHODS:
@@ -704,6 +830,8 @@ def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, fo
     policies = tuple(p for p in POLICY_NAMES if p in policies)
     if "global" not in policies or "targeted" not in policies:
         raise UsageError("the comparison needs both the global and the targeted policy")
+    if B < 1:
+        raise UsageError(f"B (bootstrap resamples) must be at least 1, got {B}")
     g = _resolve_gate(gate, prep.categories)
     detail, gates, ratio = run_protocol(prep, gate=g, floor=float(floor), repeats=repeats, folds=folds,
                                         seed=seed, policies=policies, per_category=per_category)
@@ -711,6 +839,7 @@ def compare_prepared(prep: Prepared, *, gate="values", floor=0.8, repeats=20, fo
         judge=prep.judge, replicate=prep.replicate, floor=float(floor), gate=g, repeats=repeats,
         folds=folds, seed=seed, write_all=full_sample(prep), folds_detail=detail, fold_gates=gates,
         test_train_ratio=ratio, prepared=prep, policy_names=policies, per_category_method=per_category,
+        B=B, weights=weights,
     )
 
 
@@ -748,7 +877,7 @@ def _sweep_rows(prep: Prepared, gated: np.ndarray) -> list[dict]:
     cov = _coverage_curve(prep, ng, opt.thresholds)
     # −∞ and the lowest confidence make the same decisions; keep both, as candidates.
     return [{"threshold": _num(t), "faithfulness": _num(f), "retention": _num(r),
-             "coverage": _num(c) if prep.has_coverage else None}
+             "coverage": _num(c) if prep.coverage_measured else None}
             for t, f, r, c in zip(opt.thresholds, faith, ret, cov)]
 
 
@@ -856,11 +985,16 @@ def render_table(res: CompareResult) -> str:
         f"{_pct(res.floor)}%, gate: {gate}. Entries: fold mean ± SD, percent.",
         "",
     ]
-    head = f"{'Policy':<26}{'Faithfulness':>22}{'Retention':>22}{'Est. coverage':>22}{'Δ faith (pts)':>15}{'Δ cov (pts)':>13}"
+    head = f"{'Policy':<30}{'Faithfulness':>24}{'Retention':>24}{'Est. coverage':>24}{'Δ faith (pts)':>15}{'Δ cov (pts)':>13}"
     lines += [head, "-" * len(head)]
-    wa = res.write_all
-    lines.append(f"{_LABEL['write_all']:<26}{_pct(wa['faithfulness']):>22}{_pct(wa['retention']):>22}"
-                 f"{_pct(wa['coverage']):>22}{'':>15}{'':>13}")
+    wa, ci = res.write_all, res.write_all_ci()
+
+    def with_ci(m):
+        c = ci.get(m)
+        return _pct(wa[m]) + (f" [{_pct(c['lo'])}, {_pct(c['hi'])}]" if c and c["lo"] is not None else "")
+
+    lines.append(f"{_LABEL['write_all']:<30}{with_ci('faithfulness'):>24}{_pct(wa['retention']):>24}"
+                 f"{with_ci('coverage'):>24}{'':>15}{'':>13}")
     for name, s in res.policies().items():
         cells = []
         for m in METRICS:
@@ -871,16 +1005,22 @@ def render_table(res: CompareResult) -> str:
                 cells.append(f"{_pct(ms['mean'])} ± {_pct(ms['sd'])}")
         label = _LABEL[name] + (f" ({', '.join(res.gate)})" if name == "targeted" and res.gate != "auto" else "")
         label += f" ({res.per_category_method})" if name == "per_category" else ""
-        lines.append(f"{label:<26}{cells[0]:>22}{cells[1]:>22}{cells[2]:>22}"
+        lines.append(f"{label:<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}"
                      f"{_pts(_nan(s['delta_faithfulness'])):>15}{_pts(_nan(s['delta_coverage'])):>13}")
+    def change(s):
+        return "—" if not s or s["mean"] is None else f"{_pts(s['mean'])} [{_pts(s['lo'])}, {_pts(s['hi'])}]"
+
+    for name, changes in res.paired_vs_write_all().items():
+        cells = [change(changes[m]) for m in METRICS]
+        lines.append(f"{_LABEL[name] + ' − write-all':<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
     pr = res.paired()
-    cells = []
-    for m in METRICS:
-        s = pr[m]
-        cells.append("—" if not s or s["mean"] is None else f"{_pts(s['mean'])} [{_pts(s['lo'])}, {_pts(s['hi'])}]")
-    lines.append(f"{'Targeted − global':<26}{cells[0]:>22}{cells[1]:>22}{cells[2]:>22}")
+    cells = [change(pr[m]) for m in METRICS]
+    lines.append(f"{'Targeted − global':<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
     lines.append("")
     J = res.repeats * res.folds
+    lines.append(f"  write-all: full-sample values with 95% persona-cluster bootstrap intervals (B = {res.B}); "
+                 "'− write-all' rows: paired per-fold change against write-all on the same held-out personas, "
+                 "mean [2.5%, 97.5%] in points")
     for m in METRICS:
         s = pr[m]
         if not s or s["mean"] is None:
@@ -893,15 +1033,28 @@ def render_table(res: CompareResult) -> str:
 
         cnt = Counter(",".join(g) for g in res.fold_gates)
         lines.append("  auto gate chosen per fold: " + ", ".join(f"{k} ×{v}" for k, v in cnt.most_common()))
+    for n in res.notes():
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)
+
+
+def prepared_notes(p: Prepared) -> list[str]:
+    """What was left out of (or counted differently in) the figures, in sentences."""
     notes = []
     if p.n_unlabelled:
         notes.append(f"{p.n_unlabelled} candidates have no label from this judge (no valid verdict)")
     if p.n_labels_unmatched:
         notes.append(f"{p.n_labels_unmatched} labels name assertions that are not among the candidates (ignored)")
+    if p.n_nonbinary:
+        notes.append(f"{p.n_nonbinary} candidates have a verdict other than supported/unsupported: "
+                     + ("excluded from faithfulness and support rates (strict binary), still counted in retention"
+                        if p.strict_binary else "valid and not supported (--strict-binary excludes them)"))
     if p.has_coverage and p.n_facts_unjudged:
         notes.append(f"{p.n_facts_unjudged} reference facts without a coverage verdict excluded")
+    if p.has_coverage and p.n_facts_without_candidates:
+        notes.append(f"{p.n_facts_without_candidates} reference facts of personas without candidates excluded")
+    if p.has_coverage and not p.coverage_measured:
+        notes.append("no judged reference fact of a persona with candidates: estimated coverage not computed")
     if not p.has_coverage:
         notes.append("no coverage file: estimated coverage not computed")
-    for n in notes:
-        lines.append(f"  note: {n}")
-    return "\n".join(lines)
+    return notes

@@ -19,12 +19,19 @@ The file is written by ``memjudge compare --export-policy`` (`memjudge.policies.
 
 A candidate is admitted when its category's threshold is null or ``confidence >= threshold``:
 exactly the comparison used when fitting, so the gate reproduces the fitted decisions.
+
+``confidence`` may be any real number (``numbers.Real``: int, float, fractions, and numpy's
+integer and floating scalars such as ``np.float32`` or ``np.int64``, which numpy registers as
+real numbers — no numpy import here). A non-number (a string, None, a bool) raises
+``TypeError`` and NaN raises ``ValueError``, for every category, gated or not: a bad value is a
+bug in the caller whether or not this category happens to have a threshold.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 
 FORMAT = "memjudge.retention-policy"
@@ -44,6 +51,16 @@ def _threshold(value, where: str):
     return float(value)
 
 
+def _confidence(value) -> float:
+    # bool is an int to Python but never a confidence
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"confidence must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError("confidence is NaN")
+    return value
+
+
 @dataclass(frozen=True)
 class Policy:
     kind: str
@@ -59,14 +76,9 @@ class Policy:
 
     def admit(self, category: str, confidence: float) -> bool:
         """True if a candidate of this category and confidence should be written to memory."""
+        value = _confidence(confidence)
         t = self.threshold_for(category)
-        if t is None:
-            return True
-        if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
-            raise TypeError(f"confidence must be a number, got {type(confidence).__name__}")
-        if math.isnan(confidence):
-            raise ValueError("confidence is NaN")
-        return confidence >= t
+        return t is None or value >= t
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "policy") -> "Policy":

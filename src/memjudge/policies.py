@@ -9,7 +9,10 @@ Four policies, each with a scikit-learn-like ``fit(frame)`` / ``apply(frame)``:
 - ``PerCategory``: one threshold per category.
 
 ``frame`` is a DataFrame with ``category``, ``confidence`` and ``verdict`` (a string, or
-null for "no valid verdict"; only ``"supported"`` counts as supported).
+null for "no valid verdict"; only ``"supported"`` counts as supported). A third verdict
+(``"partial"``, or any label but supported/unsupported) is a valid verdict that is not
+supported, so it lowers faithfulness; with ``strict_binary=True`` it is no valid verdict
+(left out of faithfulness like null, still counted in retention).
 
 **Fitting** (spec §8): candidate thresholds are −∞ and the distinct confidences (of the gated
 categories for ``Targeted``); the chosen one maximises faithfulness (supported / valid verdicts
@@ -249,9 +252,10 @@ def _exact_per_category(opts, n_total: int, floor: float, V: int, S: int, idx) -
 # frame level
 
 
-def frame_arrays(frame: pd.DataFrame):
+def frame_arrays(frame: pd.DataFrame, strict_binary: bool = False):
     """(category, confidence, valid, supported) arrays from a frame with a verdict column
-    (or boolean ``valid``/``supported`` columns)."""
+    (or boolean ``valid``/``supported`` columns). `strict_binary`: only supported/unsupported
+    verdicts are valid."""
     for col in ("category", "confidence"):
         if col not in frame.columns:
             raise UsageError(f"policy frame needs a {col!r} column")
@@ -261,7 +265,7 @@ def frame_arrays(frame: pd.DataFrame):
         raise UsageError("every candidate needs a confidence to fit or apply a retention policy")
     if "verdict" in frame.columns:
         v = frame["verdict"]
-        valid = v.notna().to_numpy()
+        valid = (v.isin(("supported", "unsupported")) if strict_binary else v.notna()).to_numpy()
         sup = (v == "supported").to_numpy() & valid
     elif "supported" in frame.columns:
         valid = frame["valid"].to_numpy(dtype=bool) if "valid" in frame.columns else np.ones(len(frame), bool)
@@ -302,15 +306,19 @@ def _fit_summary(keep, valid, sup) -> dict:
 class _Policy:
     kind = ""
 
-    def __init__(self, floor: float = 0.8):
+    def __init__(self, floor: float = 0.8, *, strict_binary: bool = False):
         if not 0.0 <= floor <= 1.0:
             raise UsageError(f"floor must be in [0, 1], got {floor}")
         self.floor = float(floor)
+        self.strict_binary = bool(strict_binary)
         self.fit_info_: dict = {}
 
+    def _arrays(self, frame):
+        return frame_arrays(frame, self.strict_binary)
+
     def _finish_fit(self, frame):
-        cat, conf, valid, sup = frame_arrays(frame)
-        self.fit_info_ = _fit_summary(self._keep(cat, conf), valid, sup)
+        cat, conf, valid, sup = self._arrays(frame)
+        self.fit_info_ = {**_fit_summary(self._keep(cat, conf), valid, sup), "strict_binary": self.strict_binary}
         return self
 
     def apply(self, frame: pd.DataFrame) -> np.ndarray:
@@ -363,7 +371,7 @@ class GlobalThreshold(_Policy):
     kind = "global"
 
     def fit(self, frame):
-        cat, conf, valid, sup = frame_arrays(frame)
+        cat, conf, valid, sup = self._arrays(frame)
         self.threshold_ = fit_threshold(conf, valid, sup, np.ones(len(conf), bool), self.floor)
         return self._finish_fit(frame)
 
@@ -379,12 +387,12 @@ class Targeted(_Policy):
 
     kind = "targeted"
 
-    def __init__(self, gate=("values",), floor: float = 0.8):
-        super().__init__(floor)
+    def __init__(self, gate=("values",), floor: float = 0.8, *, strict_binary: bool = False):
+        super().__init__(floor, strict_binary=strict_binary)
         self.gate_spec = gate if gate == "auto" else list(gate)
 
     def fit(self, frame):
-        cat, conf, valid, sup = frame_arrays(frame)
+        cat, conf, valid, sup = self._arrays(frame)
         if self.gate_spec == "auto":
             low = lowest_support_category(cat, valid, sup)
             self.gate_ = [low] if low is not None else []
@@ -436,17 +444,17 @@ class PerCategory(_Policy):
 
     kind = "per_category"
 
-    def __init__(self, gate=("values",), floor: float = 0.8, method: str = "greedy"):
-        super().__init__(floor)
+    def __init__(self, gate=("values",), floor: float = 0.8, method: str = "greedy", *, strict_binary: bool = False):
+        super().__init__(floor, strict_binary=strict_binary)
         if method not in PER_CATEGORY_METHODS:
             raise UsageError(f"per-category method must be one of {', '.join(PER_CATEGORY_METHODS)}, got {method!r}")
         self.gate_spec = gate if gate == "auto" else list(gate)
         self.method = method
 
     def fit(self, frame):
-        cat, conf, valid, sup = frame_arrays(frame)
-        g = GlobalThreshold(self.floor).fit(frame)
-        t = Targeted(self.gate_spec, self.floor).fit(frame)
+        cat, conf, valid, sup = self._arrays(frame)
+        g = GlobalThreshold(self.floor, strict_binary=self.strict_binary).fit(frame)
+        t = Targeted(self.gate_spec, self.floor, strict_binary=self.strict_binary).fit(frame)
         cats = sorted(set(cat.tolist()))
         segments = []
         for c in cats:
@@ -470,14 +478,15 @@ class PerCategory(_Policy):
 POLICIES = {"write_all": WriteAll, "global": GlobalThreshold, "targeted": Targeted, "per_category": PerCategory}
 
 
-def make_policy(kind: str, *, gate=("values",), floor: float = 0.8, method: str = "greedy") -> _Policy:
+def make_policy(kind: str, *, gate=("values",), floor: float = 0.8, method: str = "greedy",
+                strict_binary: bool = False) -> _Policy:
     if kind not in POLICIES:
         raise UsageError(f"unknown policy {kind!r} (expected one of {', '.join(POLICIES)})")
     if kind == "per_category":
-        return PerCategory(gate=gate, floor=floor, method=method)
+        return PerCategory(gate=gate, floor=floor, method=method, strict_binary=strict_binary)
     if kind == "targeted":
-        return POLICIES[kind](gate=gate, floor=floor)
-    return POLICIES[kind](floor=floor)
+        return POLICIES[kind](gate=gate, floor=floor, strict_binary=strict_binary)
+    return POLICIES[kind](floor=floor, strict_binary=strict_binary)
 
 
 def export_policy(policy: _Policy, path, **fitted_on) -> dict:

@@ -65,6 +65,7 @@ QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judg
 _POLICY_NAMES = {"write_all": "Write-all", "global": "Global threshold", "targeted": "Targeted",
                  "per_category": "Per-category thresholds"}
 _METRIC_NAMES = {"faithfulness": "faithfulness", "retention": "retention", "coverage": "estimated coverage"}
+METRICS_ORDER = ("faithfulness", "retention", "coverage")
 
 
 @dataclass
@@ -374,7 +375,8 @@ def what_was_done(run: Run) -> list[str]:
 def robustness_units(run: Run) -> list[dict]:
     """robustness.json's units (one per judge, or per judge × replicate), normalised:
     judge, replicate, label, primary (the judge's first unit), categories [{category, rate, lo,
-    hi, n}], lowest, gated, p_gated_lowest, table (compare.json's write_all/policies/paired)."""
+    hi, n}], overall {rate, lo, hi, n} (None when absent), lowest, gated, p_gated_lowest, table
+    (compare.json's write_all/policies/paired)."""
     rob = run.get("robustness") or {}
     raw = rob.get("units") if rob.get("units") is not None else rob.get("judges", [])
     units = []
@@ -388,7 +390,13 @@ def robustness_units(run: Run) -> list[dict]:
                          "n": num(_first(c, ("valid", "n", "items", "count")))})
         g = u.get("gated")
         table = _first(u, ("table", "compare", "table1", "table_1", "comparison"), {})
+        ov = u.get("overall")
+        overall = None
+        if isinstance(ov, dict) and num(ov) is not None:
+            lo, hi = interval(ov)
+            overall = {"rate": num(ov), "lo": lo, "hi": hi, "n": num(_first(ov, ("n", "valid")))}
         units.append({"judge": str(u.get("judge")), "replicate": u.get("replicate"), "categories": cats,
+                      "overall": overall,
                       "lowest": u.get("lowest_category") or u.get("lowest"),
                       "gated": [str(x) for x in g] if isinstance(g, list) else [str(g)] if isinstance(g, str) else None,
                       "p_gated_lowest": num(_first(u, ("p_gated_lowest", "prob_gated_lowest", "p_lowest"))),
@@ -672,6 +680,11 @@ def findings(run: Run) -> list[str]:
             if not rest.empty:
                 nxt = rest.iloc[0]
                 s += f"; the next lowest is {nxt['category']} at {pct(nxt['rate'])}%"
+            ov = unit["overall"]
+            if ov is not None:
+                s += (f"; overall support is {pct(ov['rate'])}%"
+                      + (f" (95% CI {pct(ov['lo'])}–{pct(ov['hi'])})" if ov["lo"] is not None and ov["hi"] is not None
+                         else ""))
             s += "."
             gated = unit["gated"] or _gated(run)
             pg = unit["p_gated_lowest"]
@@ -843,13 +856,16 @@ def _ordering_summary(run: Run) -> str | None:
 
 def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = None) -> Table:
     """Table 1 as the paper lays it out: fold mean ± SD in percent, change against write-all in
-    points, and the paired targeted − global row with its 95% interval in brackets."""
+    points, then (spec §8) each policy's paired per-fold change against write-all and the paired
+    targeted − global row, with 95% intervals in brackets; write-all carries its persona-cluster
+    bootstrap interval when compare.json has one."""
     header = ["Policy", "Faithfulness (%)", "Retention (%)", "Est. coverage (%)", "Δ faith. vs write-all (pts)",
               "Δ coverage vs write-all (pts)"]
     rows = []
     wa = c.get("write_all") or {}
-    rows.append(["Write-all (full sample)", pct(wa.get("faithfulness")), pct(wa.get("retention")),
-                 pct(wa.get("coverage")), "—", "—"])
+    wa_ci = c.get("write_all_ci") if isinstance(c.get("write_all_ci"), dict) else {}
+    rows.append(["Write-all (full sample)", pct_ci(wa.get("faithfulness"), wa_ci.get("faithfulness")),
+                 pct(wa.get("retention")), pct_ci(wa.get("coverage"), wa_ci.get("coverage")), "—", "—"])
     pols = c.get("policies") or {}
     gate = c.get("gate")
     gate_s = ", ".join(map(str, gate)) if isinstance(gate, list) else (str(gate) if gate else "")
@@ -866,12 +882,23 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
             label = f"Targeted ({gate_s})"
         rows.append([label, ms(pol, "faithfulness"), ms(pol, "retention"), ms(pol, "coverage"),
                      pts(pol.get("delta_faithfulness")), pts(pol.get("delta_coverage"))])
+    vs_wa = c.get("paired_vs_write_all") if isinstance(c.get("paired_vs_write_all"), dict) else {}
+    n_folds = _n_folds(c)
+    same = []
+    for name in [n for n in ("global", "targeted", "per_category") if n in vs_wa] + \
+                [n for n in vs_wa if n not in ("global", "targeted", "per_category")]:
+        ch = vs_wa[name] if isinstance(vs_wa[name], dict) else {}
+        rows.append([f"{_POLICY_NAMES.get(name, name)} − write-all (paired)", paired_ci(ch.get("faithfulness")),
+                     paired_ci(ch.get("retention")), paired_ci(ch.get("coverage")), "", ""])
+        counts = [f"{_METRIC_NAMES[m]} {int(num(ch[m]['same_sign']))}/{n_folds}" for m in METRICS_ORDER
+                  if isinstance(ch.get(m), dict) and num(ch[m].get("same_sign")) is not None and n_folds]
+        if counts:
+            same.append(f"{_POLICY_NAMES.get(name, name).lower()}: " + ", ".join(counts))
     paired = c.get("paired") or {}
     if paired:
         rows.append(["Targeted − global (paired)", paired_ci(paired.get("faithfulness")),
                      paired_ci(paired.get("retention")), paired_ci(paired.get("coverage")), "", ""])
     nb = []
-    n_folds = _n_folds(c)
     for m in ("faithfulness", "retention", "coverage"):
         p = paired.get(m) if isinstance(paired.get(m), dict) else None
         if p and num(p.get("nb_lo")) is not None and num(p.get("nb_hi")) is not None:
@@ -880,12 +907,24 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
                 s += f" (same sign in {int(num(p['same_sign']))}/{n_folds} folds)"
             nb.append(s)
     notes = ("Entries are fold means ± standard deviations over held-out folds, in percent; Δ columns are changes "
-             "of the fold mean against write-all in points. Write-all is the fixed full-sample reference. Brackets in the final row "
-             "are paired 95% intervals (2.5–97.5 percentiles of per-fold differences). Post-threshold coverage "
-             "is estimated.")
+             "of the fold mean against write-all in points. Write-all is the fixed full-sample reference"
+             + (" (brackets: 95% persona-cluster bootstrap interval)" if wa_ci else "") + ". ")
+    if vs_wa:
+        notes += ("Rows '… − write-all (paired)': the change against write-all on the same held-out personas, "
+                  "mean of the per-fold changes in points. ")
+    notes += ("Brackets in the paired rows are paired 95% intervals (2.5–97.5 percentiles of per-fold "
+              "differences). Post-threshold coverage is estimated.")
+    if same:
+        notes += " Folds with the sign of the mean change against write-all: " + "; ".join(same) + "."
     if nb:
-        notes += " Nadeau–Bengio corrected 95% intervals: " + "; ".join(nb) + "."
-    if c.get("write_all") is not None and num((c.get("write_all") or {}).get("coverage")) is None:
+        notes += " Nadeau–Bengio corrected 95% intervals (targeted − global): " + "; ".join(nb) + "."
+    if c.get("strict_binary"):
+        notes += (" Strict binary: verdicts other than supported/unsupported are left out of faithfulness "
+                  "(counted in retention).")
+    run_notes = [str(n) for n in c.get("notes") or []]
+    if run_notes:
+        notes += " Notes: " + "; ".join(run_notes) + "."
+    elif c.get("write_all") is not None and num((c.get("write_all") or {}).get("coverage")) is None:
         notes += " No coverage file was given, so coverage is n/a."
     cap = f"Table {number}. Held-out retention policies{judge_note}. Data: compare.json — {_config_line(c, run)}."
     return Table(cap, header, rows, notes)
@@ -1027,7 +1066,8 @@ def _robustness_tables(run: Run) -> list[Table]:
     out = []
     units = robustness_units(run)
     # every unit as a column while that stays readable; otherwise each judge's first replicate
-    rates = support_rates(run, primary_only=len(units) > 6)
+    primary_only = len(units) > 6
+    rates = support_rates(run, primary_only=primary_only)
     if not rates.empty:
         judges = list(dict.fromkeys(rates["judge"]))
         cats = list(dict.fromkeys(rates["category"]))
@@ -1038,8 +1078,21 @@ def _robustness_tables(run: Run) -> list[Table]:
                 r = rates[(rates["judge"] == j) & (rates["category"] == c)]
                 row.append(pct_ci(r["rate"].iloc[0], [r["lo"].iloc[0], r["hi"].iloc[0]]) if not r.empty else "—")
             rows.append(row)
-        out.append(Table("Support by category, % [95% CI]. Data: robustness.json (persona-cluster bootstrap).",
-                         ["Category"] + judges, rows))
+        overall = {}  # column name as in support_rates → the unit's overall rate
+        for u in units:
+            if u["overall"] is not None and (u["primary"] or not primary_only):
+                overall[judge_label(u["judge"], run) if primary_only else u["label"]] = u["overall"]
+        if overall:
+            rows.append(["Overall (all categories)"] + [
+                pct_ci(overall[j]["rate"], (overall[j]["lo"], overall[j]["hi"])) if j in overall else "—"
+                for j in judges])
+        out.append(Table("Support by category and overall, % [95% CI]. Data: robustness.json (persona-cluster "
+                         "bootstrap).", ["Category"] + judges, rows,
+                         "Support rate = supported / valid verdicts"
+                         + (" (strict binary: verdicts other than supported/unsupported left out)"
+                            if rob.get("strict_binary") else
+                            "; a verdict other than supported/unsupported (e.g. partial) counts as not supported")
+                         + "."))
     yn = {True: "yes", False: "no", None: "n/a"}
     jrows = []
     for u in units:

@@ -2,8 +2,10 @@
 
 For every judge in the labels — and every replicate of it, when there are several — a *unit*:
 
-- support rate by category with persona-cluster bootstrap intervals (B resamples of personas,
-  the same resamples for every unit, so units are compared on paired resamples);
+- support rate by category and overall (supported / valid verdicts, spec §7) with
+  persona-cluster bootstrap intervals (B resamples of personas, the same resamples for every
+  unit, so units are compared on paired resamples); a third verdict (``partial`` or any label
+  but supported/unsupported) is valid and not supported, or excluded with ``strict_binary``;
 - the lowest-support category, and the bootstrap probability that the gated category is the
   lowest (share of resamples whose lowest category is a gated one; with ``gate="auto"`` the gated
   category is the unit's own full-sample lowest);
@@ -19,12 +21,15 @@ the single coverage judge's rows when there is only one, else none (coverage nul
 
 ``RobustnessResult.to_json()`` (also ``robustness.json`` under ``--out``)::
 
-    {"gate": [CAT, ...] | "auto", "floor", "repeats", "folds", "seed", "B",
+    {"gate": [CAT, ...] | "auto", "floor", "repeats", "folds", "seed", "B", "strict_binary",
      "units": [{"judge", "replicate", "n_candidates", "n_valid", "has_coverage",
                 "categories": [{"category", "n", "valid", "supported", "support_rate", "lo", "hi"}],
+                "overall": {"value", "lo", "hi", "n"},     # support rate of all candidates; n = valid
                 "lowest_category", "gated": [CAT, ...], "p_gated_lowest",
-                "table": {"write_all": {...}, "policies": {...}, "paired": {...}}}],
-                # "table" = compare.json's write_all / policies / paired for this unit
+                "table": {"write_all", "write_all_ci", "policies", "paired", "paired_vs_write_all"},
+                "notes": [str, ...]}],
+                # "table" = those keys of compare.json for this unit (write_all_ci's faithfulness
+                # is "overall": the same resamples)
      "kendall": [{"judge_a", "judge_b", "tau", "p_value", "n_categories"}],
      "summary": {"judges", "units",
                  "faithfulness": {"judges", "units"},            # targeted >= global
@@ -51,7 +56,7 @@ import pandas as pd
 from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
 from memjudge.crossval import (
     Prepared, _load_candidates, _load_labels, _num, _resolve_gate, compare_prepared,
-    judges_in, prepare, select_verdicts,
+    judges_in, overall_support, prepare, select_verdicts,
 )
 from memjudge.errors import UsageError
 from memjudge.io import json_safe, only_rubric
@@ -86,6 +91,7 @@ class Unit:
     replicate: object
     prepared: Prepared
     categories: pd.DataFrame
+    overall: dict
     lowest: str | None
     gated: list
     p_gated_lowest: float
@@ -114,6 +120,7 @@ class RobustnessResult:
     B: int
     units: list
     kendall: pd.DataFrame
+    strict_binary: bool = False
 
     def _primary(self):
         return first_per_judge(self.units)
@@ -148,15 +155,21 @@ class RobustnessResult:
                 "judge": u.judge, "replicate": u.replicate, "n_candidates": u.prepared.n,
                 "n_valid": int(u.prepared.valid.sum()), "has_coverage": u.prepared.has_coverage,
                 "categories": json_safe(u.categories.to_dict("records")),
+                "overall": json_safe(u.overall),
                 "lowest_category": u.lowest, "gated": list(u.gated), "p_gated_lowest": _num(u.p_gated_lowest),
-                "table": {k: cj[k] for k in ("write_all", "policies", "paired", "gold") if k in cj},
+                "table": {k: cj[k] for k in ("write_all", "write_all_ci", "policies", "paired", "paired_vs_write_all", "gold")
+                          if k in cj},
+                "notes": cj["notes"],
             })
         return {
             "gate": self.gate, "floor": self.floor, "repeats": self.repeats, "folds": self.folds,
-            "seed": self.seed, "B": self.B, "units": units,
+            "seed": self.seed, "B": self.B, "strict_binary": self.strict_binary, "units": units,
             "kendall": json_safe(self.kendall.to_dict("records")),
             "summary": self.summary(),
         }
+
+    def notes(self) -> list[str]:
+        return [f"{u.judge}, replicate {u.replicate}: {n}" for u in self.units for n in u.result.notes()]
 
     def render(self) -> str:
         from memjudge.crossval import _pct, _pts
@@ -165,12 +178,15 @@ class RobustnessResult:
                  f"units; gate {self.gate if self.gate == 'auto' else ', '.join(self.gate)}; floor "
                  f"{_pct(self.floor)}%; {self.repeats} × {self.folds}-fold CV per unit; B = {self.B}.", ""]
         cats = sorted({c for u in self.units for c in u.categories["category"]})
-        head = f"{'Judge':<34}{'rep':>4}  " + "".join(f"{c[:12]:>13}" for c in cats) + f"{'lowest':>16}{'P(gated lowest)':>17}"
-        lines += ["Support rate by category (%)", head, "-" * len(head)]
+        head = (f"{'Judge':<34}{'rep':>4}  " + "".join(f"{c[:12]:>13}" for c in cats) + f"{'overall [95% CI]':>22}"
+                + f"{'lowest':>16}{'P(gated lowest)':>17}")
+        lines += ["Support rate by category and overall (%)", head, "-" * len(head)]
         for u in self.units:
             rates = dict(zip(u.categories["category"], u.categories["support_rate"]))
+            o = u.overall
+            ov = _pct(o["value"], 1) + (f" [{_pct(o['lo'], 1)}, {_pct(o['hi'], 1)}]" if o["lo"] is not None else "")
             lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  " + "".join(f"{_pct(rates.get(c), 1):>13}" for c in cats)
-                         + f"{str(u.lowest)[:15]:>16}{_pct(u.p_gated_lowest, 1):>17}")
+                         + f"{ov:>22}{str(u.lowest)[:15]:>16}{_pct(u.p_gated_lowest, 1):>17}")
         if len(self.kendall):
             lines += ["", "Kendall's τ-b between judges' category rates:"]
             for r in self.kendall.itertuples():
@@ -191,6 +207,7 @@ class RobustnessResult:
             d = f"{_pts(pf['mean'] or np.nan)} [{_pts(pf['nb_lo'] or np.nan)}, {_pts(pf['nb_hi'] or np.nan)}]"
             dc = _pts(pr["coverage"]["mean"]) if pr["coverage"] and pr["coverage"]["mean"] is not None else "—"
             lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  {trio('global'):>24}{trio('targeted'):>24}{d:>26}{dc:>9}")
+        lines += [f"  note: {n}" for n in self.notes()]
         s = self.summary()
         lines += ["",
                   f"Targeted ≥ global on faithfulness: {s['faithfulness']['judges']}/{s['judges']} judges, "
@@ -263,10 +280,11 @@ def _coverage_for(cov: pd.DataFrame | None, judge: str):
 
 def robustness(candidates, labels, coverage=None, *, gate="values", floor: float = 0.8, repeats: int = 20,
                folds: int = 5, seed: int = 0, B: int = B_DEFAULT, replicates: bool = True,
-               per_category: str = "greedy", gold=None) -> RobustnessResult:
+               per_category: str = "greedy", strict_binary: bool = False, gold=None) -> RobustnessResult:
     """The comparison under every judge (and replicate) in `labels`; see the module docstring.
 
     candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths).
+    `strict_binary`: a verdict other than supported/unsupported is no valid verdict.
     `gold`: hand labels (path or frame); adds PPI++ faithfulness per unit."""
     cand = _load_candidates(candidates)
     lab = _load_labels(labels)
@@ -288,12 +306,15 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
             units_spec.append((j, r))
     categories = np.unique(cand["category"].astype(str).to_numpy())
     g = _resolve_gate(gate, categories)
+    if B < 1:
+        raise UsageError(f"B (bootstrap resamples) must be at least 1, got {B}")
     n_personas = cand["persona_id"].astype(str).nunique()
     W = cluster_weights(n_personas, B=B, seed=seed)
     units = []
     for j, r in units_spec:
-        prep = prepare(cand, lab, _coverage_for(cov, j), judge=j, replicate=r)
+        prep = prepare(cand, lab, _coverage_for(cov, j), judge=j, replicate=r, strict_binary=strict_binary)
         n, v, s, rates, reps = category_rates(prep, W)
+        overall = overall_support(prep, W)
         lo, hi = percentile_interval(reps)
         cats = prep.categories.tolist()
         table = pd.DataFrame({"category": cats, "n": n, "valid": v.astype(int), "supported": s.astype(int),
@@ -306,14 +327,14 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
         gated = ([lowest] if lowest is not None else []) if g == "auto" else list(g)
         p = p_lowest(reps, [cats.index(c) for c in gated])
         res = compare_prepared(prep, gate=g, floor=floor, repeats=repeats, folds=folds, seed=seed,
-                               per_category=per_category)
+                               per_category=per_category, B=B, weights=W)
         if gold_df is not None:
             from memjudge.crossval_gold import compare_with_gold
 
             res.gold = compare_with_gold(res, gold_df, gold_path, select_verdicts(lab, j, r)[0])
-        units.append(Unit(j, r, prep, table, lowest, gated, p, res))
+        units.append(Unit(j, r, prep, table, overall, lowest, gated, p, res))
     ktab = kendall_table(first_per_judge(units))
-    return RobustnessResult(g, float(floor), repeats, folds, seed, B, units, ktab)
+    return RobustnessResult(g, float(floor), repeats, folds, seed, B, units, ktab, bool(strict_binary))
 
 
 def first_per_judge(units) -> list:
