@@ -412,3 +412,31 @@ def test_real_model_premise_prompt_direction_shared_prefix_and_determinism(model
         assert warm[k].log_odds == cold[k].log_odds
     assert warm["contra"].prompt_tokens - warm["contra"].reused_tokens < 120
     assert cold["contra"].reused_tokens == 0
+
+
+def test_the_engine_hands_the_judge_the_source_and_assertion(judge_factory, monkeypatch, tmp_path):
+    """Through the public scoring API: the judge gets the rubric's render inputs (no model here:
+    the scoring function is replaced by a recorder)."""
+    import threading
+
+    from memjudge.engine import score_run
+
+    seen = []
+
+    class _NoModel:
+        lock = threading.Lock()
+
+    def recorder(model, source, assertion, k, few_shot=True, reuse=True):
+        seen.append((source, assertion, k, few_shot))
+        return L.VerdictScore(-0.2 if "nurse" in assertion else -3.0, -1.0, 50, 40)
+
+    monkeypatch.setattr(L.LocalJudge, "ensure_loaded", lambda self: _NoModel())
+    monkeypatch.setattr(L, "score_premises", recorder)
+    cands, sources = _model_corpus(tmp_path)
+    judge = judge_factory(options={"premises": 2, "few_shot": False, "threshold": 0.0})
+    res = score_run(pd.read_json(cands, lines=True), pd.read_json(sources, lines=True), judge, replicates=1,
+                    out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    assert sorted(seen) == sorted((SOURCE, a, 2, False) for a in ASSERTIONS.values())
+    by = res.labels.set_index("assertion_id")
+    assert by.loc["sup", "verdict"] == "supported" and by.loc["contra", "verdict"] == "unsupported"
+    assert by.loc["sup", "judge_score"] == pytest.approx(0.8)
