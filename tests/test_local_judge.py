@@ -360,14 +360,20 @@ def test_few_shot_examples_are_not_taken_from_the_corpus_generator():
 
 def test_prompt_options_and_identity(judge_factory):
     default = judge_factory()
-    assert default.prompt_mode == "premise" and default.premises == L.DEFAULT_PREMISES and default.few_shot
-    ident = default.identity()
+    assert default.prompt_mode == L.DEFAULT_PROMPT
+    premise = judge_factory(options={"prompt": "premise"})
+    assert premise.premises == L.DEFAULT_PREMISES and premise.few_shot
+    assert premise.threshold == L.PACKAGED[L.DEFAULT_MODEL].premise_threshold
+    ident = premise.identity()
     assert ident["prompt"] == {"version": LP.PROMPT_VERSION, "premises": L.DEFAULT_PREMISES, "few_shot": True,
                                "words": ["Yes", "No"]}
     rubric = judge_factory(options={"prompt": "rubric"})
-    assert rubric.threshold == L.PACKAGED[L.DEFAULT_MODEL].rubric_threshold and "prompt" not in rubric.identity()
-    assert judge_factory(options={"premises": 5}).identity() != ident
-    assert judge_factory(options={"few_shot": False}).identity() != ident
+    assert rubric.threshold == L.PACKAGED[L.DEFAULT_MODEL].threshold and "prompt" not in rubric.identity()
+    # The rubric prompt's identity is what it was before premise selection existed (old caches hold).
+    assert set(rubric.identity()) == {"spec", "model", "base_url", "params", "threshold", "answer_prefix", "eval_chunk",
+                                      "weights_sha256"}
+    assert judge_factory(options={"prompt": "premise", "premises": 5}).identity() != ident
+    assert judge_factory(options={"prompt": "premise", "few_shot": False}).identity() != ident
     for opts, msg in (({"prompt": "chat"}, "option prompt must be one of"), ({"premises": -1}, "premises must be"),
                       ({"premises": "3"}, "premises must be"), ({"few_shot": "yes"}, "few_shot must be")):
         with pytest.raises(UsageError, match=msg):
@@ -378,7 +384,7 @@ def test_premise_mode_needs_the_calls_fields(judge_factory):
     import asyncio
 
     with pytest.raises(UsageError, match="no source/assertion fields"):
-        asyncio.run(judge_factory().generate(_call()))
+        asyncio.run(judge_factory(options={"prompt": "premise"}).generate(_call()))
 
 
 def test_chunk_starts_are_a_function_of_the_prompt_alone():
@@ -395,7 +401,7 @@ def test_chunk_starts_are_a_function_of_the_prompt_alone():
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
 def test_real_model_premise_prompt_direction_shared_prefix_and_determinism(model_cache, monkeypatch):
     monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(model_cache))
-    judge = make_judge("local:qwen2.5-coder-1.5b")
+    judge = make_judge("local:qwen2.5-coder-1.5b", options={"prompt": "premise"})
     model = judge.ensure_loaded()
     with model.lock:
         model.forget()
@@ -433,10 +439,52 @@ def test_the_engine_hands_the_judge_the_source_and_assertion(judge_factory, monk
     monkeypatch.setattr(L.LocalJudge, "ensure_loaded", lambda self: _NoModel())
     monkeypatch.setattr(L, "score_premises", recorder)
     cands, sources = _model_corpus(tmp_path)
-    judge = judge_factory(options={"premises": 2, "few_shot": False, "threshold": 0.0})
+    judge = judge_factory(options={"prompt": "premise", "premises": 2, "few_shot": False, "threshold": 0.0})
     res = score_run(pd.read_json(cands, lines=True), pd.read_json(sources, lines=True), judge, replicates=1,
                     out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
     assert sorted(seen) == sorted((SOURCE, a, 2, False) for a in ASSERTIONS.values())
     by = res.labels.set_index("assertion_id")
     assert by.loc["sup", "verdict"] == "supported" and by.loc["contra", "verdict"] == "unsupported"
     assert by.loc["sup", "judge_score"] == pytest.approx(0.8)
+
+
+def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path, monkeypatch):
+    """The demo's calibration step: `memjudge calibrate` on a small simulated-gold sample of other
+    personas (seed + 1000), with a deterministic stand-in for the model."""
+    import hashlib
+
+    from memjudge import demo as demo_mod
+    from memjudge.calibrate import calibrate
+    from memjudge.judges import JudgeAnswer, _PROVIDERS
+    from memjudge.judges.base import Judge
+    from memjudge.simulate import simulate
+
+    class StandIn(Judge):
+        prefix = "local"
+
+        @property
+        def threshold(self):
+            return float(self.config.options.get("threshold", 0.0))
+
+        async def generate(self, call):
+            u = int(hashlib.sha256(call.item["assertion_id"].encode()).hexdigest()[:8], 16) / 2**32
+            score = 6 * u - 3
+            verdict = "supported" if score >= self.threshold else "unsupported"
+            return JudgeAnswer(text=json.dumps({"verdict": verdict, "evidence": "", "rationale": "stand-in"}),
+                               finish_reason="stop", judge_score=score)
+
+    monkeypatch.setitem(_PROVIDERS, "local", StandIn)
+    scale = {"corpus": {"candidates": 2500, "personas": 100}}
+    lines = []
+    judge, info = demo_mod._calibrate_local(make_judge(demo_mod.LOCAL_JUDGE, options=demo_mod.LOCAL_OPTIONS), 4,
+                                            tmp_path, scale, tmp_path / "cache", lines.append)
+    sample = simulate(preset="paper", seed=4 + demo_mod.CALIBRATION_SEED_OFFSET,
+                      personas=demo_mod.CALIBRATION_PERSONAS, config=scale)
+    labels = pd.read_json(tmp_path / "calibration_sample" / "local" / "labels.jsonl", lines=True)
+    expected = calibrate(labels, sample.labels, demo_mod.LOCAL_JUDGE, target=demo_mod.CALIBRATION_TARGET)
+    assert info["threshold"] == expected.threshold and info["seed"] == 1004 and info["n"] == len(sample.candidates)
+    assert judge.threshold == expected.threshold and judge.config.options["prompt"] == "premise"
+    assert "calibrated on a simulated-gold sample" in lines[0]
+    q = demo_mod._local_quality(labels.assign(judge=demo_mod.LOCAL_JUDGE), sample.labels, judge.threshold, info)
+    assert "simulated-gold sample" in q["note"] and q["calibration"] == info
+    assert q["support_rate"] == pytest.approx((labels["judge_score"] >= judge.threshold).mean())
