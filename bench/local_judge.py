@@ -279,7 +279,7 @@ def table(rows) -> str:
     return pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}")
 
 
-# The packaged judge: its prompt variant and where its threshold comes from.
+# The judge's `prompt = "premise"` (3 premises, few-shot): the variant fixed before any scoring.
 PACKAGED_VARIANT = "top3"
 DATASET_NOTES = {
     "dev": "generated, seed 11, 8 personas, HARD_CONFIG (TUNING: prompt, k and threshold chosen here)",
@@ -292,7 +292,9 @@ DATASET_NOTES = {
 
 def cmd_quality(args) -> None:
     variant = args.variant
-    packaged = PACKAGED[DEFAULT_MODEL].threshold if variant == PACKAGED_VARIANT else PACKAGED[DEFAULT_MODEL].rubric_threshold
+    weights = PACKAGED[DEFAULT_MODEL]
+    # The packaged thresholds: of the rubric prompt, and of the premise prompt (variant top3).
+    packaged = weights.threshold if VARIANTS[variant] is None else weights.premise_threshold
     print(f"judge: local:{DEFAULT_MODEL}, variant {variant} ({variant_id(variant)}), packaged threshold {packaged:+.2f}")
     for d, note in DATASET_NOTES.items():
         print(f"  {d:<8} {note}")
