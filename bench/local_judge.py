@@ -1,14 +1,20 @@
 """Benchmark of the embedded judge `local:qwen2.5-coder-1.5b`: speed and quality.
 
-    python bench/local_judge.py scores sales     # judge_scores of SummEdits sales calls (resumable)
-    python bench/local_judge.py scores qmsum     # ... of SummEdits QMSum (calibration data)
-    python bench/local_judge.py scores corpus    # ... of a generated corpus (memjudge.simulate)
-    python bench/local_judge.py speed            # assertions/minute with and without prefix reuse
-    python bench/local_judge.py quality          # calibrate on QMSum (+corpus), report held out on sales calls
+    python bench/local_judge.py scores dev --variant top3      # judge_scores of the tuning corpus (resumable)
+    python bench/local_judge.py scores heldout --variant top3  # ... of the held-out corpus (scored once)
+    python bench/local_judge.py scores sales --variant top3 --per-doc 6   # SummEdits sales calls (held out)
+    python bench/local_judge.py scores qmsum|corpus [--variant V]          # other data
+    python bench/local_judge.py speed [dev] [--variant V]  # assertions/minute with and without prefix reuse
+    python bench/local_judge.py quality [--variant V]      # the figures: choices, per domain, per kind, speed
 
-Scores are computed once and saved under bench/results/ (with the rubric id and the weights'
-hash), so calibration experiments never re-run the model. Quality is printed beside the
-published SummEdits balanced accuracies (../shared/data/summedits/README.md).
+Variants: `rubric` (the support rubric over the whole source, the judge before premise
+selection) and the judge's own prompt over `k` selected source sentences (`top2`, `top3`,
+`top5`; `full` = the whole source; `top3-nofs` without few-shot turns). Datasets: generated
+corpora of fixed seeds (`dev` is the only one anything is tuned on; `heldout` is scored once with
+everything fixed) and SummEdits (`sales` held out, `qmsum`). Scores are computed once and saved
+under bench/results/ (with the prompt id and the weights' hash), so calibration experiments
+never re-run the model. Quality is printed beside the published SummEdits balanced accuracies
+(../shared/data/summedits/README.md).
 """
 
 from __future__ import annotations
@@ -54,18 +60,35 @@ def summedits_items(name: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def corpus_items(personas: int, seed: int) -> pd.DataFrame:
+# Corpora with more unsupported candidates than the paper preset (so every unsupported kind has
+# enough items to measure): the same generator and lexicon, only the shares changed.
+HARD_CONFIG = {
+    "corpus": {"candidates": 2500, "personas": 100, "values_share": 0.45},
+    "support": {"values": 0.30, "other": 0.50},
+    "kinds": {"values": {"over_inference": 0.55, "fabrication": 0.01, "contradiction": 0.24, "wrong_person": 0.20},
+              "other": {"fabrication": 0.22, "contradiction": 0.55, "wrong_person": 0.23}},
+}
+# name -> (personas, seed, config). "dev" is the only generated data any choice was tuned on
+# (prompt, k, threshold); "heldout" is measured once, at the end, with everything fixed.
+CORPORA = {
+    "corpus": (6, 1, None),           # the demo's shape (paper preset), seed 1 (first calibration corpus)
+    "dev": (8, 11, HARD_CONFIG),
+    "heldout": (32, 2027, HARD_CONFIG),
+}
+
+
+def corpus_items(name: str) -> pd.DataFrame:
+    from memjudge.demo import CANDIDATES_PER_PERSONA
     from memjudge.simulate import simulate
 
-    from memjudge.demo import CANDIDATES_PER_PERSONA
-
-    # The demo's corpus shape (paper preset scaled to ~25 candidates per persona), another seed.
-    scale = {"corpus": {"candidates": CANDIDATES_PER_PERSONA * 100, "personas": 100}}
-    corpus = simulate(personas=personas, seed=seed, config=scale)
-    cand, src, gold = corpus.candidates, corpus.sources, corpus.labels
+    personas, seed, config = CORPORA[name]
+    # The demo's corpus shape (paper preset scaled to ~25 candidates per persona) unless overridden.
+    config = config or {"corpus": {"candidates": CANDIDATES_PER_PERSONA * 100, "personas": 100}}
+    corpus = simulate(personas=personas, seed=seed, config=config)
+    cand, src, truth = corpus.candidates, corpus.sources, corpus.truth
     df = cand.merge(src[["persona_id", "source"]], on="persona_id")
-    g = gold[["assertion_id", "verdict"]].rename(columns={"verdict": "gold"})
-    return df.merge(g, on="assertion_id")[["assertion_id", "persona_id", "category", "text", "source", "gold"]]
+    t = truth[["assertion_id", "kind"]].assign(gold=np.where(truth["supported"], "supported", "unsupported"))
+    return df.merge(t, on="assertion_id")[["assertion_id", "persona_id", "category", "text", "source", "gold", "kind"]]
 
 
 def render(rubric, row) -> Prompt:
@@ -74,46 +97,75 @@ def render(rubric, row) -> Prompt:
 
 
 def load_default_model():
-    return load_model(packaged_model_path(DEFAULT_MODEL), n_ctx=8192, n_threads=None, n_batch=512)
+    # BENCH_THREADS: on a machine shared far beyond its cores, fewer llama.cpp threads wait less.
+    threads = int(os.environ.get("BENCH_THREADS", "0")) or None
+    return load_model(packaged_model_path(DEFAULT_MODEL), n_ctx=8192, n_threads=threads, n_batch=512)
 
 
-def results_path(dataset: str) -> Path:
-    return RESULTS / f"local_judge_scores_{dataset}.jsonl"
+# Scoring variants: "rubric" renders the support rubric over the whole source (the judge before
+# premise selection); the others are the judge's own prompt (local_premise) with k premises per
+# assertion sentence (0 = whole source), with or without the few-shot turns.
+VARIANTS = {"rubric": None, "full": (0, True), "top2": (2, True), "top3": (3, True), "top5": (5, True),
+            "top3-nofs": (3, False)}
+
+
+def results_path(dataset: str, variant: str = "rubric") -> Path:
+    suffix = "" if variant == "rubric" else f"_{variant}"
+    return RESULTS / f"local_judge_scores_{dataset}{suffix}.jsonl"
+
+
+def variant_id(variant: str) -> str:
+    from memjudge.judges.local_premise import PROMPT_VERSION
+    from memjudge.rubrics import load_rubric
+
+    if VARIANTS[variant] is None:
+        return load_rubric("support").id
+    k, fs = VARIANTS[variant]
+    return f"{PROMPT_VERSION}/k={k}/few_shot={fs}"
+
+
+def dataset_items(name: str) -> pd.DataFrame:
+    if name in SUMMEDITS:
+        return summedits_items(name).assign(kind=lambda d: np.where(d["gold"] == "supported", "supported", "edited"))
+    return corpus_items(name)
 
 
 def cmd_scores(args) -> None:
     from memjudge.rubrics import load_rubric
 
     rubric = load_rubric("support")
-    items = summedits_items(args.dataset) if args.dataset in SUMMEDITS else corpus_items(args.personas, args.seed)
+    vid = variant_id(args.variant)
+    items = dataset_items(args.dataset)
     if args.per_doc:
         # A fixed pseudo-random subset per source (ids hashed), for a shared machine's time budget.
         items = items.assign(_h=items["assertion_id"].map(lambda a: hashlib.sha256(a.encode()).hexdigest()))
         items = items.sort_values(["persona_id", "_h"]).groupby("persona_id").head(args.per_doc).drop(columns="_h")
     items = items.sort_values(["persona_id", "assertion_id"], kind="stable")
-    out = results_path(args.dataset)
+    out = results_path(args.dataset, args.variant)
     out.parent.mkdir(parents=True, exist_ok=True)
     done: set[str] = set()
     if out.exists():
         for line in out.read_text().splitlines():
             row = json.loads(line)
-            if row.get("rubric") != rubric.id or row.get("weights_sha256") != PACKAGED[DEFAULT_MODEL].sha256:
-                sys.exit(f"{out} was scored with another rubric/model ({row.get('rubric')}); move it away first")
+            if row.get("rubric") != vid or row.get("weights_sha256") != PACKAGED[DEFAULT_MODEL].sha256:
+                sys.exit(f"{out} was scored with another prompt/model ({row.get('rubric')}); move it away first")
             done.add(row["assertion_id"])
     model = load_default_model()
     todo = items[~items["assertion_id"].isin(done)]
-    print(f"{args.dataset}: {len(items)} items, {len(done)} already scored, {len(todo)} to go", flush=True)
+    print(f"{args.dataset} / {args.variant}: {len(items)} items, {len(done)} already scored, {len(todo)} to go",
+          flush=True)
     t_all = time.perf_counter()
     with open(out, "a", encoding="utf-8") as f:
         for i, row in enumerate(todo.to_dict("records"), start=1):
             t = time.perf_counter()
-            s = model.score(render(rubric, row))
+            s = _score(model, args.variant, row, rubric, True)
             rec = {
                 "assertion_id": row["assertion_id"], "persona_id": row["persona_id"], "category": row["category"],
-                "gold": row["gold"], "judge_score": s.log_odds, "logp_supported": s.logp_supported,
-                "logp_unsupported": s.logp_unsupported, "prompt_tokens": s.prompt_tokens,
-                "reused_tokens": s.reused_tokens, "seconds": round(time.perf_counter() - t, 3),
-                "rubric": rubric.id, "weights_sha256": PACKAGED[DEFAULT_MODEL].sha256,
+                "gold": row["gold"], "kind": row["kind"], "judge_score": s.log_odds,
+                "logp_supported": s.logp_supported, "logp_unsupported": s.logp_unsupported,
+                "prompt_tokens": s.prompt_tokens, "reused_tokens": s.reused_tokens,
+                "seconds": round(time.perf_counter() - t, 3), "rubric": vid,
+                "weights_sha256": PACKAGED[DEFAULT_MODEL].sha256,
             }
             f.write(json.dumps(rec) + "\n")
             f.flush()
@@ -124,42 +176,61 @@ def cmd_scores(args) -> None:
 
 def cmd_speed(args) -> None:
     """The same items scored twice: cold (KV cache dropped before each) and warm (persona order,
-    prefix kept). Prints both rates and their ratio."""
+    shared prefix kept). Prints both rates and their ratio."""
     from memjudge.rubrics import load_rubric
 
     rubric = load_rubric("support")
-    items = summedits_items("sales").sort_values(["persona_id", "assertion_id"], kind="stable")
+    items = dataset_items(args.dataset).sort_values(["persona_id", "assertion_id"], kind="stable")
     docs = items["persona_id"].unique()[: args.docs]
     items = items[items["persona_id"].isin(docs)].groupby("persona_id").head(args.per_doc)
-    prompts = [render(rubric, r) for r in items.to_dict("records")]
+    rows = items.to_dict("records")
     model = load_default_model()
     model.forget()
     t = time.perf_counter()
     cold = []
-    for p in prompts:
+    for r in rows:
         model.forget()
-        cold.append(model.score(p, reuse=False).log_odds)
+        cold.append(_score(model, args.variant, r, rubric, False))
     t_cold = time.perf_counter() - t
     model.forget()
     t = time.perf_counter()
-    warm = [model.score(p).log_odds for p in prompts]
+    warm = [_score(model, args.variant, r, rubric, True) for r in rows]
     t_warm = time.perf_counter() - t
-    n = len(prompts)
-    tokens = np.mean([model.llm.tokenize(model.render(p).encode(), add_bos=False, special=True).__len__() for p in prompts])
-    print(f"items: {n} ({len(docs)} sources x {args.per_doc} assertions, mean prompt {tokens:.0f} tokens), "
+    n = len(rows)
+    tokens = np.mean([s.prompt_tokens for s in warm])
+    evaluated = np.mean([s.prompt_tokens - s.reused_tokens for s in warm])
+    print(f"{args.dataset} / {args.variant} ({variant_id(args.variant)}): {n} items ({len(docs)} sources x "
+          f"{args.per_doc}), mean prompt {tokens:.0f} tokens of which {evaluated:.0f} evaluated warm; "
           f"threads: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
     print(f"cold (no prefix reuse):  {n / t_cold * 60:6.1f} assertions/min  ({t_cold / n:.2f} s each)")
     print(f"warm (prefix reused):    {n / t_warm * 60:6.1f} assertions/min  ({t_warm / n:.2f} s each)")
     print(f"speed-up from prefix reuse: {t_cold / t_warm:.2f}x")
-    diff = float(np.max(np.abs(np.array(cold) - np.array(warm))))
+    diff = float(np.max(np.abs(np.array([s.log_odds for s in cold]) - np.array([s.log_odds for s in warm]))))
     print(f"max |log-odds cold - warm|: {diff:.2e} (prefix reuse must not change scores)")
 
 
-def load_scores(dataset: str) -> pd.DataFrame:
-    path = results_path(dataset)
+def _score(model, variant, row, rubric, reuse):
+    from memjudge.judges.local import score_premises
+
+    if VARIANTS[variant] is None:
+        return model.score(render(rubric, row), reuse=reuse)
+    k, fs = VARIANTS[variant]
+    return score_premises(model, row["source"], row["text"], k, few_shot=fs, reuse=reuse)
+
+
+def load_scores(dataset: str, variant: str = "rubric") -> pd.DataFrame:
+    path = results_path(dataset, variant)
     if not path.exists():
-        raise SystemExit(f"{path} missing: run `python bench/local_judge.py scores {dataset}` first")
-    return pd.read_json(path, lines=True)
+        raise SystemExit(f"{path} missing: run `python bench/local_judge.py scores {dataset} --variant {variant}` first")
+    df = pd.read_json(path, lines=True)
+    if "kind" not in df.columns and dataset in CORPORA:  # files scored before kinds were recorded
+        df = df.merge(corpus_items(dataset)[["assertion_id", "kind"]], on="assertion_id", how="left")
+    return df
+
+
+def have(dataset: str, variant: str) -> bool:
+    path = results_path(dataset, variant)
+    return path.exists() and path.stat().st_size > 0
 
 
 def cluster_interval(df, threshold, B=2000, seed=0) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -181,48 +252,125 @@ def cluster_interval(df, threshold, B=2000, seed=0) -> tuple[tuple[float, float]
 def quality_row(name, df, threshold) -> dict:
     s, y = df["judge_score"].to_numpy(float), (df["gold"] == "supported").to_numpy()
     (a_lo, a_hi), (b_lo, b_hi) = cluster_interval(df, threshold)
-    return {"data": name, "n": len(df), "docs": df["persona_id"].nunique(), "supported": int(y.sum()),
+    return {"data": name, "n": len(df), "docs": df["persona_id"].nunique(), "unsupported": int((~y).sum()),
             "AUC": auc(s, y), "AUC 95% CI": f"{a_lo:.3f}-{a_hi:.3f}",
-            "BA at calibrated t": balanced_accuracy(s, y, threshold), "BA 95% CI": f"{b_lo:.3f}-{b_hi:.3f}",
-            "best BA (in-sample t)": best_threshold(s, y)[1], "in-sample t": best_threshold(s, y)[0]}
+            "BA at t": balanced_accuracy(s, y, threshold), "BA 95% CI": f"{b_lo:.3f}-{b_hi:.3f}",
+            "support rate": float((s >= threshold).mean()), "gold rate": float(y.mean()),
+            "best BA (in-sample)": best_threshold(s, y)[1], "in-sample t": best_threshold(s, y)[0],
+            "s/item": float(np.median(df["seconds"])) if "seconds" in df else float("nan")}
+
+
+def kind_rows(name, df, threshold) -> list[dict]:
+    """Per unsupported kind: how many, the share flagged unsupported at the threshold, and the AUC
+    of supported items against that kind alone."""
+    sup = df[df["gold"] == "supported"]
+    rows = []
+    for kind, g in df[df["gold"] == "unsupported"].groupby("kind"):
+        both = pd.concat([sup, g])
+        rows.append({"data": name, "kind": kind, "n": len(g),
+                     "flagged unsupported": float((g["judge_score"] < threshold).mean()),
+                     "AUC vs supported": auc(both["judge_score"], both["gold"] == "supported")})
+    rows.append({"data": name, "kind": "supported", "n": len(sup),
+                 "flagged unsupported": float((sup["judge_score"] < threshold).mean()), "AUC vs supported": float("nan")})
+    return rows
+
+
+def table(rows) -> str:
+    return pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}")
+
+
+# The judge's `prompt = "premise"` (3 premises, few-shot): the variant fixed before any scoring.
+PACKAGED_VARIANT = "top3"
+DATASET_NOTES = {
+    "dev": "generated, seed 11, 8 personas, HARD_CONFIG (TUNING: prompt, k and threshold chosen here)",
+    "corpus": "generated, seed 1, 6 personas, the demo's shape (paper preset: 92% supported)",
+    "heldout": "generated, seed 2027, 32 personas, HARD_CONFIG (HELD OUT: scored once, nothing chosen on it)",
+    "sales": "SummEdits Sales Call (held out)",
+    "qmsum": "SummEdits QMSum (earlier calibration data of the rubric prompt)",
+}
 
 
 def cmd_quality(args) -> None:
-    calib_sets = [d for d in args.calibrate_on.split(",") if d and results_path(d).exists()]
-    calib = pd.concat([load_scores(d) for d in calib_sets], ignore_index=True)
-    # The same choice `memjudge calibrate` makes (balanced accuracy, pooled calibration items).
-    cal = calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL)
-    t_cal = round(cal.threshold, 2)
-    print(f"calibration on {'+'.join(calib_sets)} ({len(calib)} items): threshold {t_cal:+.2f} "
-          f"(balanced accuracy {cal.balanced_accuracy:.3f}, AUC {cal.auc:.3f}); "
-          f"packaged default: {PACKAGED[DEFAULT_MODEL].threshold:+.2f}")
-    rows = [quality_row(d, load_scores(d), t_cal) for d in calib_sets]
-    held = [d for d in ("sales",) if d not in calib_sets and results_path(d).exists()]
-    rows += [quality_row(d + " (held out)", load_scores(d), t_cal) for d in held]
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    if held:
-        sales = load_scores("sales")
-        ba = 100 * balanced_accuracy(sales["judge_score"], sales["gold"] == "supported", t_cal)
-        print(f"\nSummEdits Sales Call, balanced accuracy (held out): local:{DEFAULT_MODEL} {ba:.1f}")
+    variant = args.variant
+    weights = PACKAGED[DEFAULT_MODEL]
+    # The packaged thresholds: of the rubric prompt, and of the premise prompt (variant top3).
+    packaged = weights.threshold if VARIANTS[variant] is None else weights.premise_threshold
+    print(f"judge: local:{DEFAULT_MODEL}, variant {variant} ({variant_id(variant)}), packaged threshold {packaged:+.2f}")
+    for d, note in DATASET_NOTES.items():
+        print(f"  {d:<8} {note}")
+
+    # 1. The choice of variant, on the tuning data only.
+    print("\nvariants on the tuning data (dev), AUC and in-sample best balanced accuracy:")
+    rows = []
+    for v in VARIANTS:
+        if have("dev", v):
+            df = load_scores("dev", v)
+            s, y = df["judge_score"].to_numpy(float), (df["gold"] == "supported").to_numpy()
+            rows.append({"variant": v, "prompt": variant_id(v), "n": len(df), "AUC": auc(s, y),
+                         "best BA": best_threshold(s, y)[1], "at t": best_threshold(s, y)[0],
+                         "s/item (median)": float(np.median(df["seconds"]))})
+    print(table(rows) if rows else "  (no dev scores)")
+
+    # 2. The threshold, as `memjudge calibrate` picks it, on the calibration sets.
+    calib_sets = [d for d in args.calibrate_on.split(",") if d and have(d, variant)]
+    if calib_sets:
+        calib = pd.concat([load_scores(d, variant) for d in calib_sets], ignore_index=True)
+        cal = calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL)
+        print(f"\ncalibration on {'+'.join(calib_sets)} ({len(calib)} items): threshold {cal.threshold:+.2f} "
+              f"(balanced accuracy {cal.balanced_accuracy:.3f}, AUC {cal.auc:.3f}); packaged: {packaged:+.2f}")
+        # Per-category thresholds (values vs the fact categories), on the same data.
+        for name, part in (("values", calib[calib["category"] == "values"]),
+                           ("facts", calib[~calib["category"].isin(["values", "summary"])])):
+            y = part["gold"] == "supported"
+            if y.any() and (~y).any():
+                t, ba = best_threshold(part["judge_score"], y)
+                print(f"  {name}: {len(part)} items, best threshold {t:+.2f} (balanced accuracy {ba:.3f}; "
+                      f"at the pooled threshold {balanced_accuracy(part['judge_score'], y, cal.threshold):.3f})")
+
+    # 3. Quality at the packaged threshold, per domain, and per unsupported kind.
+    rows, krows = [], []
+    for d in DATASET_NOTES:
+        if have(d, variant):
+            df = load_scores(d, variant)
+            rows.append(quality_row(d, df, packaged))
+            if d in CORPORA:
+                krows += kind_rows(d, df, packaged)
+    print(f"\nquality at the packaged threshold {packaged:+.2f} (95% intervals resample sources):")
+    print(table(rows))
+    if krows:
+        print("\nper unsupported kind (generated corpora):")
+        print(table(krows))
+    if have("sales", variant):
+        sales = load_scores("sales", variant)
+        ba = 100 * balanced_accuracy(sales["judge_score"], sales["gold"] == "supported", packaged)
+        print(f"\nSummEdits Sales Call, balanced accuracy (held out, {len(sales)} items): local:{DEFAULT_MODEL} {ba:.1f}")
         for name, v in PUBLISHED_SALES.items():
             print(f"  {name:<11} {v:5.1f}   ratio local/{name}: {ba / v:.2f}")
+    # 4. Speed as the scores were computed (wall time per item on this shared machine).
+    print("\nspeed while scoring (this shared machine; see `speed` for a controlled measurement):")
+    for d in DATASET_NOTES:
+        if have(d, variant):
+            sec = load_scores(d, variant)["seconds"]
+            print(f"  {d:<8} {len(sec):4d} items, median {np.median(sec):.2f} s, {60 * len(sec) / sec.sum():.1f} assertions/min")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("scores")
-    s.add_argument("dataset", choices=["sales", "qmsum", "corpus"])
-    s.add_argument("--personas", type=int, default=12)
-    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("dataset", choices=[*SUMMEDITS, *CORPORA])
+    s.add_argument("--variant", choices=list(VARIANTS), default="rubric")
     s.add_argument("--per-doc", type=int, default=0, help="score only this many items per source (0 = all)")
     s.set_defaults(func=cmd_scores)
     sp = sub.add_parser("speed")
-    sp.add_argument("--docs", type=int, default=3)
+    sp.add_argument("dataset", nargs="?", choices=[*SUMMEDITS, *CORPORA], default="dev")
+    sp.add_argument("--variant", choices=list(VARIANTS), default=PACKAGED_VARIANT)
+    sp.add_argument("--docs", type=int, default=2)
     sp.add_argument("--per-doc", type=int, default=5)
     sp.set_defaults(func=cmd_speed)
     q = sub.add_parser("quality")
-    q.add_argument("--calibrate-on", default="qmsum,corpus")
+    q.add_argument("--variant", choices=list(VARIANTS), default=PACKAGED_VARIANT)
+    q.add_argument("--calibrate-on", default="dev")
     q.set_defaults(func=cmd_quality)
     args = p.parse_args()
     args.func(args)

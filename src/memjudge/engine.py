@@ -798,10 +798,11 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
     coverage_ctx: dict[str, dict] = {}
     persona_facts: dict[str, list[dict] | None] = {}
 
-    def add(call_prompt: Prompt, item: dict, r: int) -> str:
+    def add(call_prompt: Prompt, item: dict, r: int, fields: dict | None = None) -> str:
         key = cache_key(identity, rid, call_prompt, r)
         if key not in tasks:
-            tasks[key] = _Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item))
+            tasks[key] = _Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item,
+                                         fields=fields or {}))
         return key
 
     if rub.kind == "support":
@@ -812,7 +813,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             prompt = rub.render_support(source=source_of[pid], assertion=text, category=cat, persona_id=pid, assertion_id=aid)
             item = {"assertion_id": aid, "persona_id": pid, "category": cat}
             for r in range(replicates):
-                slots.append((add(prompt, item, r), item, r, extras))
+                slots.append((add(prompt, item, r, {"source": source_of[pid], "assertion": text, "category": cat}), item, r, extras))
     else:
         by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
         facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}

@@ -75,6 +75,9 @@ class JudgeCall:
     `item` holds `assertion_id`, `persona_id`, `category` (support) or `persona_id` (coverage);
     simulated judges look up their truth by it, the local judge orders work by persona.
     `schema` is the pydantic model of a valid answer for structured output.
+    `fields` holds the rubric's render inputs (support: `source`, `assertion`, `category`) for
+    a judge that builds its own prompt from them (the local judge's premise selection); the
+    prompt, rendered from the same inputs, is what the cache key covers.
     """
 
     key: str
@@ -83,6 +86,7 @@ class JudgeCall:
     schema: type[BaseModel]
     replicate: int
     item: dict[str, Any]
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

