@@ -4,6 +4,14 @@ One attempt per `generate` (the SDK's retries are off; retry.py owns retrying). 
 truncation and empty answers come back as a `JudgeAnswer` with that finish reason; HTTP and
 transport failures raise the SDK's own exceptions (`google.genai.errors.APIError`, or httpx2
 transport errors, which google-genai does not wrap).
+
+Response formats (`JudgeConfig.response_format`): `json_schema` (and `auto`) send the rubric's
+JSON schema (`response_json_schema`); `json_object` asks for JSON (`response_mime_type`) with
+the schema in the prompt; `text` asks for nothing and takes the answer's first JSON object.
+With `logprobs` (default on) the request asks for `response_logprobs`; `judge_score` is the
+verdict's log-odds from `logprobs_result` (null when the model sends none). A model that
+refuses log-probabilities (HTTP 400 naming them) is asked again without, and not asked for
+them again (`effective()`).
 """
 
 from __future__ import annotations
@@ -18,13 +26,16 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, parse_answer,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, first_json_object, is_transient_status,
+    parse_answer, schema_prompt, verdict_log_odds,
 )
 from memjudge.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"thinking_level"})
+# Alternatives per token asked for with response_logprobs (the API's maximum is 20).
+TOP_LOGPROBS = 20
 
 _FINISH = {
     "STOP": "stop",
@@ -61,6 +72,22 @@ class GeminiJudge(Judge):
             # A Gemini-compatible endpoint that needs no key; the SDK insists on one.
             self._api_key = "EMPTY"
         self._client = LoopBoundClient(self._new_client, lambda c: c.aio.aclose())
+        self.mode = "json_schema" if config.response_format == "auto" else config.response_format
+        self._logprobs = config.logprobs
+        self._logprobs_seen = False
+        self._schemas: dict[type, dict[str, Any]] = {}
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "response_format": self.config.response_format, "logprobs": self.config.logprobs}
+
+    def effective(self) -> dict[str, Any]:
+        return {"response_format": self.mode, "logprobs": self._logprobs, "logprobs_returned": self._logprobs_seen}
+
+    def _schema(self, model: type) -> dict[str, Any]:
+        schema = self._schemas.get(model)
+        if schema is None:
+            schema = self._schemas[model] = model.model_json_schema()
+        return schema
 
     def _new_client(self) -> genai.Client:
         return genai.Client(
@@ -83,25 +110,37 @@ class GeminiJudge(Judge):
             thinking = types.ThinkingConfig(thinking_budget=cfg.thinking_budget)
         elif "thinking_level" in cfg.options:
             thinking = types.ThinkingConfig(thinking_level=cfg.options["thinking_level"])
+        schema = self._schema(call.schema)
+        system = call.prompt.system if self.mode == "json_schema" else schema_prompt(call.prompt, schema).system
         return types.GenerateContentConfig(
-            system_instruction=call.prompt.system,
+            system_instruction=system,
             temperature=cfg.temperature,
             seed=cfg.seed,
             max_output_tokens=cfg.max_output_tokens,
             thinking_config=thinking,
-            response_mime_type="application/json",
+            response_mime_type="application/json" if self.mode != "text" else None,
             # A JSON schema (not Gemini's OpenAPI subset) keeps the rubric's schema intact.
-            response_json_schema=call.schema.model_json_schema(),
+            response_json_schema=schema if self.mode == "json_schema" else None,
+            response_logprobs=True if self._logprobs else None,
+            logprobs=TOP_LOGPROBS if self._logprobs else None,
         )
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
-        response = await self._aio().models.generate_content(
-            model=self.model, contents=call.prompt.user, config=self.request_config(call),
-        )
-        return self.to_answer(response, call)
+        while True:
+            asked_logprobs = self._logprobs
+            try:
+                response = await self._aio().models.generate_content(
+                    model=self.model, contents=call.prompt.user, config=self.request_config(call),
+                )
+            except errors.ClientError as exc:
+                # Log-probabilities are not offered for every model: ask again without.
+                if asked_logprobs and exc.code == 400 and "logprob" in str(exc).lower():
+                    self._logprobs = False
+                    continue
+                raise
+            return self.to_answer(response, call)
 
-    @staticmethod
-    def to_answer(response: types.GenerateContentResponse, call: JudgeCall) -> JudgeAnswer:
+    def to_answer(self, response: types.GenerateContentResponse, call: JudgeCall) -> JudgeAnswer:
         meta = response.usage_metadata
         usage = Usage(
             input_tokens=(meta.prompt_token_count or 0) if meta else 0,
@@ -130,8 +169,20 @@ class GeminiJudge(Judge):
             finish = "stop" if text and text.strip() else "empty"
         else:
             finish = _FINISH.get(wire_finish, "other")
-        parsed = parse_answer(call, text) if finish == "stop" else None
-        return JudgeAnswer(text, finish, usage, response.model_version, parsed=parsed, raw=raw)
+        score = None
+        if candidate.logprobs_result is not None:
+            self._logprobs_seen = True
+            if finish == "stop":
+                score = verdict_log_odds(text, _gemini_tokens(candidate.logprobs_result))
+        parsed = None
+        if finish == "stop":
+            if self.mode == "text":
+                found = first_json_object(text)
+                if found is not None and found != text:
+                    raw["answer_text"] = text
+                    text = found
+            parsed = parse_answer(call, text)
+        return JudgeAnswer(text, finish, usage, response.model_version, judge_score=score, parsed=parsed, raw=raw)
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.APIError):
@@ -154,3 +205,19 @@ class GeminiJudge(Judge):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _gemini_tokens(result: types.LogprobsResult) -> list | None:
+    """`logprobs_result` as (token, logprob, alternatives) per generated token."""
+    chosen = result.chosen_candidates or []
+    top = result.top_candidates or []
+    if not chosen or len(top) not in (0, len(chosen)):
+        return None
+    out = []
+    for i, c in enumerate(chosen):
+        if c.token is None:
+            return None
+        alts = [(a.token, a.log_probability) for a in (top[i].candidates or [] if top else [])
+                if a.token is not None and a.log_probability is not None]
+        out.append((c.token, c.log_probability, alts))
+    return out
