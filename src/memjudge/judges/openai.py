@@ -249,11 +249,12 @@ class OpenAIJudge(Judge):
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         for _ in range(len(RESPONSE_FORMATS) + 4):
-            mode = self.mode
-            params = self.request_params(call, mode)
+            gate = self._gate if self._gate is not None else contextlib.nullcontext()
             try:
-                gate = self._gate if self._gate is not None else contextlib.nullcontext()
                 async with gate:
+                    # Read the mode once a slot is ours: a refusal seen meanwhile is not repeated.
+                    mode = self.mode
+                    params = self.request_params(call, mode)
                     response = await self._aio().chat.completions.with_raw_response.create(**params)
             except openai.APIStatusError as exc:
                 if self._adapt(exc, params, mode):
