@@ -111,6 +111,7 @@ class GeminiJudge(Judge):
         elif "thinking_level" in cfg.options:
             thinking = types.ThinkingConfig(thinking_level=cfg.options["thinking_level"])
         schema = self._schema(call.schema)
+        verdict = "verdict" in call.schema.model_fields  # only a verdict has log-odds
         system = call.prompt.system if self.mode == "json_schema" else schema_prompt(call.prompt, schema).system
         return types.GenerateContentConfig(
             system_instruction=system,
@@ -121,8 +122,8 @@ class GeminiJudge(Judge):
             response_mime_type="application/json" if self.mode != "text" else None,
             # A JSON schema (not Gemini's OpenAPI subset) keeps the rubric's schema intact.
             response_json_schema=schema if self.mode == "json_schema" else None,
-            response_logprobs=True if self._logprobs else None,
-            logprobs=TOP_LOGPROBS if self._logprobs else None,
+            response_logprobs=True if self._logprobs and verdict else None,
+            logprobs=TOP_LOGPROBS if self._logprobs and verdict else None,
         )
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:

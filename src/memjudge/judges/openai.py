@@ -154,7 +154,9 @@ class OpenAIJudge(Judge):
             params["seed"] = cfg.seed
         if "reasoning_effort" in cfg.options:
             params["reasoning_effort"] = cfg.options["reasoning_effort"]
-        if self._logprobs:
+        if self._logprobs and "verdict" in call.schema.model_fields:
+            # Only a verdict has log-odds; servers pay for log-probabilities (llama.cpp:
+            # a sort of the vocabulary per token), so answers without one do not ask.
             params["logprobs"] = True
             params["top_logprobs"] = TOP_LOGPROBS
         return params
