@@ -17,6 +17,7 @@ them again (`effective()`).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from typing import Any
 
@@ -48,13 +49,6 @@ _FINISH = {
     "IMAGE_SAFETY": "safety",
     "IMAGE_PROHIBITED_CONTENT": "safety",
 }
-
-
-def _name(value: Any) -> str | None:
-    """An SDK enum (or an unknown string the SDK kept as is) as its wire name."""
-    if value is None:
-        return None
-    return str(getattr(value, "value", value))
 
 
 class GeminiJudge(Judge):
@@ -126,55 +120,93 @@ class GeminiJudge(Judge):
             logprobs=TOP_LOGPROBS if self._logprobs and verdict else None,
         )
 
+    def request_body(self, call: JudgeCall) -> dict[str, Any]:
+        """The wire JSON of `request_config(call)` with the prompt: what `generate` posts."""
+        cfg = self.config
+        schema = self._schema(call.schema)
+        verdict = "verdict" in call.schema.model_fields
+        system = call.prompt.system if self.mode == "json_schema" else schema_prompt(call.prompt, schema).system
+        gen: dict[str, Any] = {"temperature": cfg.temperature}
+        if cfg.seed is not None:
+            gen["seed"] = cfg.seed
+        if cfg.max_output_tokens is not None:
+            gen["maxOutputTokens"] = cfg.max_output_tokens
+        if cfg.thinking_budget is not None:
+            gen["thinkingConfig"] = {"thinkingBudget": cfg.thinking_budget}
+        elif "thinking_level" in cfg.options:
+            gen["thinkingConfig"] = {"thinkingLevel": str(cfg.options["thinking_level"]).upper()}
+        if self.mode != "text":
+            gen["responseMimeType"] = "application/json"
+        if self.mode == "json_schema":
+            gen["responseJsonSchema"] = schema
+        if self._logprobs and verdict:
+            gen["responseLogprobs"] = True
+            gen["logprobs"] = TOP_LOGPROBS
+        return {
+            "contents": [{"role": "user", "parts": [{"text": call.prompt.user}]}],
+            "systemInstruction": {"role": "user", "parts": [{"text": system}]},
+            "generationConfig": gen,
+        }
+
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
+        # The wire request through the SDK's own API client (its URL, key, timeout and
+        # errors), without its typed request/response models: those conversions were most
+        # of the CPU of a request (bench/throughput.py).
+        model = self.model if self.model.startswith(("models/", "tunedModels/")) else f"models/{self.model}"
         while True:
             asked_logprobs = self._logprobs
             try:
-                response = await self._aio().models.generate_content(
-                    model=self.model, contents=call.prompt.user, config=self.request_config(call),
-                )
+                response = await self._aio()._api_client.async_request(
+                    "post", f"{model}:generateContent", self.request_body(call))
             except errors.ClientError as exc:
                 # Log-probabilities are not offered for every model: ask again without.
                 if asked_logprobs and exc.code == 400 and "logprob" in str(exc).lower():
                     self._logprobs = False
                     continue
                 raise
-            return self.to_answer(response, call)
+            return self.answer_from_wire(json.loads(response.body) if response.body else {}, call)
 
     def to_answer(self, response: types.GenerateContentResponse, call: JudgeCall) -> JudgeAnswer:
-        meta = response.usage_metadata
-        usage = Usage(
-            input_tokens=(meta.prompt_token_count or 0) if meta else 0,
-            output_tokens=(meta.candidates_token_count or 0) if meta else 0,
-            cached_tokens=(meta.cached_content_token_count or 0) if meta else 0,
-            thinking_tokens=(meta.thoughts_token_count or 0) if meta else 0,
-        )
-        raw: dict[str, Any] = {"response_id": response.response_id}
-        feedback = response.prompt_feedback
-        if feedback is not None and feedback.block_reason is not None:
-            raw["block_reason"] = _name(feedback.block_reason)
-        if not response.candidates:
-            finish = "safety" if "block_reason" in raw else "empty"
-            return JudgeAnswer(None, finish, usage, response.model_version, raw=raw)
+        """An SDK response (batch results) as a JudgeAnswer."""
+        return self.answer_from_wire(response.model_dump(mode="json", by_alias=True, exclude_none=True), call)
 
-        candidate = response.candidates[0]
-        wire_finish = _name(candidate.finish_reason)
+    def answer_from_wire(self, body: dict[str, Any], call: JudgeCall) -> JudgeAnswer:
+        """A generateContent response body (camelCase wire JSON) as a JudgeAnswer."""
+        meta = body.get("usageMetadata") or {}
+        usage = Usage(
+            input_tokens=int(meta.get("promptTokenCount") or 0),
+            output_tokens=int(meta.get("candidatesTokenCount") or 0),
+            cached_tokens=int(meta.get("cachedContentTokenCount") or 0),
+            thinking_tokens=int(meta.get("thoughtsTokenCount") or 0),
+        )
+        version = body.get("modelVersion")
+        raw: dict[str, Any] = {"response_id": body.get("responseId")}
+        feedback = body.get("promptFeedback") or {}
+        if feedback.get("blockReason") is not None:
+            raw["block_reason"] = str(feedback["blockReason"])
+        candidates = body.get("candidates") or []
+        if not candidates:
+            finish = "safety" if "block_reason" in raw else "empty"
+            return JudgeAnswer(None, finish, usage, version, raw=raw)
+
+        candidate = candidates[0]
+        wire_finish = candidate.get("finishReason")
         raw["finish_reason"] = wire_finish
-        if candidate.finish_message:
-            raw["finish_message"] = candidate.finish_message
-        parts = candidate.content.parts if candidate.content and candidate.content.parts else []
+        if candidate.get("finishMessage"):
+            raw["finish_message"] = candidate["finishMessage"]
+        parts = (candidate.get("content") or {}).get("parts") or []
         # Thought summaries are not the answer.
-        texts = [p.text for p in parts if p.text is not None and not p.thought]
+        texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("text") is not None and not p.get("thought")]
         text = "".join(texts) if texts else None
         if wire_finish is None or wire_finish == "STOP":
             finish = "stop" if text and text.strip() else "empty"
         else:
             finish = _FINISH.get(wire_finish, "other")
         score = None
-        if candidate.logprobs_result is not None:
+        if candidate.get("logprobsResult") is not None:
             self._logprobs_seen = True
             if finish == "stop":
-                score = verdict_log_odds(text, _gemini_tokens(candidate.logprobs_result))
+                score = verdict_log_odds(text, _gemini_tokens(candidate["logprobsResult"]))
         parsed = None
         if finish == "stop":
             if self.mode == "text":
@@ -183,7 +215,7 @@ class GeminiJudge(Judge):
                     raw["answer_text"] = text
                     text = found
             parsed = parse_answer(call, text)
-        return JudgeAnswer(text, finish, usage, response.model_version, judge_score=score, parsed=parsed, raw=raw)
+        return JudgeAnswer(text, finish, usage, version, judge_score=score, parsed=parsed, raw=raw)
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.APIError):
@@ -208,17 +240,17 @@ class GeminiJudge(Judge):
         await self._client.aclose()
 
 
-def _gemini_tokens(result: types.LogprobsResult) -> list | None:
-    """`logprobs_result` as (token, logprob, alternatives) per generated token."""
-    chosen = result.chosen_candidates or []
-    top = result.top_candidates or []
+def _gemini_tokens(result: dict[str, Any]) -> list | None:
+    """`logprobsResult` as (token, logprob, alternatives) per generated token."""
+    chosen = result.get("chosenCandidates") or []
+    top = result.get("topCandidates") or []
     if not chosen or len(top) not in (0, len(chosen)):
         return None
     out = []
     for i, c in enumerate(chosen):
-        if c.token is None:
+        if not isinstance(c.get("token"), str):
             return None
-        alts = [(a.token, a.log_probability) for a in (top[i].candidates or [] if top else [])
-                if a.token is not None and a.log_probability is not None]
-        out.append((c.token, c.log_probability, alts))
+        alts = [(a["token"], a["logProbability"]) for a in ((top[i].get("candidates") or []) if top else [])
+                if isinstance(a.get("token"), str) and isinstance(a.get("logProbability"), (int, float))]
+        out.append((c["token"], c.get("logProbability"), alts))
     return out

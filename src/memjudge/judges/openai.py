@@ -1,8 +1,9 @@
 """`openai:MODEL` — OpenAI's Chat Completions API, or any OpenAI-compatible server (vLLM,
 Ollama, llama.cpp, LM Studio) named by `base_url`, through the openai package's async client.
 
-One attempt per `generate` (max_retries=0; retry.py owns retrying). The request is a plain
-`chat.completions.create` whose response format follows `JudgeConfig.response_format`:
+One attempt per `generate` (max_retries=0; retry.py owns retrying). The request is the body
+`chat.completions.create` would send (posted as built, see _REQUEST_OPTIONS), whose response
+format follows `JudgeConfig.response_format`:
 
 - `json_schema`: the rubric's schema as a strict JSON-schema response format;
 - `json_object`: `{"type": "json_object", "schema": ...}` (what llama-cpp-python's server
@@ -36,6 +37,7 @@ from typing import Any
 
 import httpx2
 import openai
+from openai._base_client import make_request_options
 from openai.lib._parsing import type_to_response_format_param
 
 from memjudge.errors import MemjudgeError, UsageError
@@ -57,6 +59,10 @@ IGNORED_FORMAT_STRIKES = 2
 PREFLIGHT_TIMEOUT_S = 10.0
 
 _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
+# The request body goes out as built: `chat.completions.create()` would first walk it
+# against the SDK's TypedDicts (the rubric's JSON schema included), the largest CPU cost of
+# a request (bench/throughput.py). Same endpoint, auth, errors and timeout.
+_REQUEST_OPTIONS = make_request_options(security={"bearer_auth": True})
 
 
 class OpenAIJudge(Judge):
@@ -257,12 +263,13 @@ class OpenAIJudge(Judge):
                     # Read the mode once a slot is ours: a refusal seen meanwhile is not repeated.
                     mode = self.mode
                     params = self.request_params(call, mode)
-                    response = await self._aio().chat.completions.with_raw_response.create(**params)
+                    response = await self._aio().post("/chat/completions", body=params, cast_to=httpx2.Response,
+                                                      options=_REQUEST_OPTIONS)
             except openai.APIStatusError as exc:
                 if self._adapt(exc, params, mode):
                     continue
                 raise
-            body = response.http_response.json()
+            body = response.json()
             answer = self.to_answer(body, call, mode)
             request_id = response.headers.get("x-request-id")
             if request_id:
