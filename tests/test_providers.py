@@ -766,3 +766,22 @@ def test_verdict_log_odds_hand_computed():
     assert verdict_log_odds('{"facts": []}', [('{"facts": []}', 0.0, [])]) is None
     assert first_json_object('Sure.\n```json\n{"a": {"b": 1}}\n``` and {"c": 2}') == '{"a": {"b": 1}}'
     assert first_json_object("no {json here") is None
+
+
+def test_response_format_and_logprobs_through_the_python_api(fake_server, tmp_path):
+    from memjudge.engine import score_run
+    from memjudge.judges import JudgeConfig
+
+    cand, src, _ = compat_inputs(tmp_path, 4)
+    fake_server.compat = "llama-cpp-python"
+    r = score_run(cand, src, "openai:qwen", base_url=fake_server.openai_base_url, response_format="json_object",
+                  logprobs=False, out=tmp_path / "api", cache_dir=tmp_path / "cache", progress=False)
+    assert r.summary.judge_settings["response_format"] == "json_object" and r.labels["verdict"].notna().all()
+    sent = [q.json for q in fake_server.requests if q.route == "openai.chat"]
+    assert all(b["response_format"]["type"] == "json_object" and "logprobs" not in b for b in sent)
+    # the same through a JudgeConfig (a judges.toml entry has the same fields)
+    config = JudgeConfig(spec="openai:qwen", base_url=fake_server.openai_base_url, response_format="text")
+    r = score_run(cand, src, config, out=tmp_path / "cfg", cache_dir=tmp_path / "cache", progress=False)
+    assert r.summary.judge_settings["response_format"] == "text"
+    with pytest.raises(Exception, match="response_format"):
+        JudgeConfig(spec="openai:qwen", response_format="yaml")
