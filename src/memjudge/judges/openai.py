@@ -56,7 +56,7 @@ OPTIONS = frozenset({"reasoning_effort"})
 TOP_LOGPROBS = 20
 # Answers without any JSON object, in a row, after which `auto` stops trusting a mode.
 IGNORED_FORMAT_STRIKES = 2
-PREFLIGHT_TIMEOUT_S = 10.0
+PREFLIGHT_TIMEOUT_S = 30.0
 
 _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
 # The request body goes out as built: `chat.completions.create()` would first walk it
@@ -213,14 +213,18 @@ class OpenAIJudge(Judge):
         """For a compatible server: can it be reached, which model does it serve (recorded in
         `model_version` when its answers do not say), how many requests does it compute at
         once (llama.cpp: its slots; time spent waiting for one is then not request time)."""
-        if self._gate is None and self.slots is not None:
-            self._gate = asyncio.Semaphore(self.slots)
+        # A gate per run: an asyncio.Semaphore belongs to the event loop that used it.
+        self._gate = asyncio.Semaphore(self.slots) if self.slots is not None else None
         if self.base_url is None:
             return
         client = self._aio().with_options(timeout=PREFLIGHT_TIMEOUT_S)
         try:
             response = await client.models.with_raw_response.list()
             body = response.http_response.json()
+        except openai.APITimeoutError:
+            # A busy server (llama-cpp-python answers even its model list only between
+            # completions): no model list, no slot count; the answers still work.
+            return
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise MemjudgeError(f"judge {self.spec}: cannot reach {self.base_url} "
