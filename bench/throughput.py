@@ -12,8 +12,12 @@ compete with the client for the GIL), at `--latency` seconds per answer:
    same size, sending the same rendered prompts with the same JSON-schema response format
    (prompts are rendered beforehand and read from a file: the bare loop does no work but
    the HTTP calls and json.loads).
-3. the ratio bare / memjudge (1.0 = no overhead; target >= 0.9), and the ideal time
-   items / concurrency x latency for reference.
+3. the ratio bare / memjudge (1.0 = no overhead; targets: >= 0.9 x the bare `create()`
+   loop, >= 1.0 x the bare `parse()` loop), and the ideal time items / concurrency x latency
+   for reference.
+3b. the same for the Gemini provider (`memjudge score --judge gemini:...`) against a bare
+   `google-genai` loop (`client.aio.models.generate_content` with the same JSON schema,
+   json.loads of the text); target >= 0.9.
 4. a fully cached re-run of `--cached-items` items, whole process including start-up
    (target < 2 s): from the run directory's journal (the same command again) and from
    the cache alone (a fresh run directory).
@@ -75,6 +79,34 @@ async def main(url, prompts_path, concurrency, mode):
     print(len(results))
 
 asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+'''
+
+BARE_GEMINI = r'''
+import asyncio, json, sys
+from google import genai
+from google.genai import types
+
+
+async def main(url, prompts_path, concurrency):
+    prompts = [json.loads(line) for line in open(prompts_path)]
+    client = genai.Client(api_key="EMPTY", http_options=types.HttpOptions(
+        base_url=url, api_version="v1beta", timeout=120000, retry_options=types.HttpRetryOptions(attempts=1)))
+    sem = asyncio.Semaphore(concurrency)
+    results = [None] * len(prompts)
+
+    async def one(i, p):
+        config = types.GenerateContentConfig(system_instruction=p["system"], temperature=0,
+                                             response_mime_type="application/json", response_json_schema=p["schema"])
+        async with sem:
+            r = await client.aio.models.generate_content(model=p["model"], contents=p["user"], config=config)
+            results[i] = json.loads(r.text)["verdict"]
+
+    await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+    await client.aio.aclose()
+    assert all(results), "missing answers"
+    print(len(results))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 '''
 
 
@@ -160,8 +192,10 @@ def main(argv=None) -> int:
             render_prompts(cand, src, prompts)
             bare_script = tmp / "bare.py"
             bare_script.write_text(BARE)
+            gemini_script = tmp / "bare_gemini.py"
+            gemini_script.write_text(BARE_GEMINI)
 
-            mj_times, bare_times, lean_times = [], [], []
+            mj_times, bare_times, lean_times, gmj_times, gbare_times = [], [], [], [], []
             for rep in range(args.repeats):
                 # a fresh cache and run directory each time: every item is a request
                 mj_times.append(timed([sys.executable, "-m", "memjudge", "score", str(cand), "--sources", str(src),
@@ -169,6 +203,10 @@ def main(argv=None) -> int:
                                        "--no-progress", "--out", str(tmp / f"run{rep}"), "--cache-dir", str(tmp / f"cache{rep}")], "memjudge"))
                 bare_times.append(timed([sys.executable, str(bare_script), f"{url}/v1", str(prompts), str(args.concurrency), "parse"], "bare_parse"))
                 lean_times.append(timed([sys.executable, str(bare_script), f"{url}/v1", str(prompts), str(args.concurrency), "create"], "bare_create"))
+                gmj_times.append(timed([sys.executable, "-m", "memjudge", "score", str(cand), "--sources", str(src),
+                                        "--judge", f"gemini:{MODEL}", "--base-url", url, "--concurrency", str(args.concurrency),
+                                        "--no-progress", "--out", str(tmp / f"grun{rep}"), "--cache-dir", str(tmp / f"gcache{rep}")], "memjudge_gemini"))
+                gbare_times.append(timed([sys.executable, str(gemini_script), url, str(prompts), str(args.concurrency)], "bare_gemini"))
             labels = (tmp / "run0" / "labels.jsonl").read_text().splitlines()
             assert len(labels) == args.items and all(json.loads(x)["verdict"] for x in labels), "memjudge run incomplete"
 
@@ -184,11 +222,13 @@ def main(argv=None) -> int:
         server.wait(timeout=10)
 
     mj, bare, lean = min(mj_times), min(bare_times), min(lean_times)
+    gmj, gbare = min(gmj_times), min(gbare_times)
     result = {
         "items": args.items, "concurrency": args.concurrency, "latency_s": args.latency,
         "ideal_s": round(args.items / args.concurrency * args.latency, 3),
         "memjudge_s": round(mj, 3), "bare_loop_s": round(bare, 3), "ratio_bare_over_memjudge": round(bare / mj, 3),
         "bare_create_loop_s": round(lean, 3), "ratio_bare_create_over_memjudge": round(lean / mj, 3),
+        "memjudge_gemini_s": round(gmj, 3), "bare_gemini_loop_s": round(gbare, 3), "ratio_bare_gemini_over_memjudge": round(gbare / gmj, 3),
         "cached_items": args.cached_items, "cached_rerun_journal_s": round(min(journal_times), 3),
         "cached_rerun_cache_only_s": round(min(cache_times), 3), "python_startup_memjudge_help_s": round(startup, 3),
         "cpu_s": {k: round(min(v), 3) for k, v in CPU.items()},
@@ -201,8 +241,10 @@ def main(argv=None) -> int:
               f"(ideal {result['ideal_s']:.2f} s; best of {args.repeats}; load average {result['load_avg_1m']} on {result['cpus']} CPUs)")
         cpu = {k: min(v) for k, v in CPU.items()}
         print(f"  memjudge score (whole process): {mj:6.2f} s   (CPU {cpu['memjudge']:.2f} s)")
-        print(f"  bare async SDK loop, parse():   {bare:6.2f} s   (CPU {cpu['bare_parse']:.2f} s)   ratio bare / memjudge {bare / mj:.3f} (target >= 0.9)")
-        print(f"  bare async SDK loop, create():  {lean:6.2f} s   (CPU {cpu['bare_create']:.2f} s)   ratio bare / memjudge {lean / mj:.3f}")
+        print(f"  bare async SDK loop, parse():   {bare:6.2f} s   (CPU {cpu['bare_parse']:.2f} s)   ratio bare / memjudge {bare / mj:.3f} (target >= 1.0)")
+        print(f"  bare async SDK loop, create():  {lean:6.2f} s   (CPU {cpu['bare_create']:.2f} s)   ratio bare / memjudge {lean / mj:.3f} (target >= 0.9)")
+        print(f"  memjudge score, gemini:        {gmj:6.2f} s   (CPU {cpu['memjudge_gemini']:.2f} s)")
+        print(f"  bare google-genai loop:         {gbare:6.2f} s   (CPU {cpu['bare_gemini']:.2f} s)   ratio bare / memjudge {gbare / gmj:.3f} (target >= 0.9)")
         print(f"cached re-run of {args.cached_items} items (whole process, start-up included; target < 2 s)")
         print(f"  from the run's journal:         {min(journal_times):6.2f} s   (CPU {cpu['cached_journal']:.2f} s)")
         print(f"  from the cache alone:           {min(cache_times):6.2f} s   (CPU {cpu['cached_cache']:.2f} s)")

@@ -27,6 +27,19 @@ centrally before the handler runs (status errors are rendered in the route's pro
 format), so an added endpoint (files, batches) gets every transport fault for free:
 `server.add_route("POST", r"^/v1/files$", "openai.files.create", "openai", handler)`.
 
+OpenAI-compatible servers (issue 20). `server.compat = "llama-cpp-python"` behaves like
+llama-cpp-python's server: `response_format` type `json_schema` is refused with HTTP 500 and
+a pydantic request-validation body (its real answer), `{"type": "json_object", "schema":
+...}` is followed, answers carry no `system_fingerprint`, `GET /v1/models` lists one model
+owned by "me", and requests are computed one at a time (one slot). `server.compat =
+"ignore-format"` accepts every response format and answers in prose with the JSON inside a
+code fence. `server.logprobs = True` adds token log-probabilities to answers that ask for
+them (OpenAI `logprobs`/`top_logprobs`, Gemini `responseLogprobs`): tokens are words,
+spaces and punctuation of the answer text; at the verdict's value the chosen word has
+`verdict_logprobs[0]` and the other verdict word `verdict_logprobs[1]`. `server.models`
+(a list of model ids) serves `GET /v1/models`. Without a schema in the request the answer
+follows the JSON schema spelt out at the end of the system prompt, if any.
+
 Standalone (e.g. for bench/ in a separate process, so the server does not compete with the
 client for the GIL): `python tests/fake_server.py --port 0 --latency 0.1` prints the base URL
 on its first stdout line. `GET /_fake/stats`, `POST /_fake/reset` and `POST /_fake/faults`
@@ -335,7 +348,7 @@ class OpenAIWire:
             "thinking_budget": None,
             "reasoning_effort": body.get("reasoning_effort"),
             "response_format_type": rf.get("type"),
-            "schema": (rf.get("json_schema") or {}).get("schema") if isinstance(rf, dict) else None,
+            "schema": ((rf.get("json_schema") or {}).get("schema") or rf.get("schema")) if isinstance(rf, dict) else None,
         }
 
     @classmethod
@@ -449,8 +462,45 @@ def default_answer(server: FakeServer, req: RecordedRequest) -> str:
         hints["facts"] = coverage_facts(user)
     schema = req.generation.get("schema")
     if not isinstance(schema, dict):
+        schema = _prompt_schema(req.system)
+    if not isinstance(schema, dict):
         return json.dumps(hints)
     return json.dumps(synthesize(schema, hints=hints))
+
+
+_PROMPT_SCHEMA = re.compile(r"JSON schema:\n(\{.*\})\s*$", re.DOTALL)
+
+
+def _prompt_schema(system: str | None) -> Any:
+    m = _PROMPT_SCHEMA.search(system or "")
+    if m is None:
+        return None
+    try:
+        return json.loads(m.group(1))
+    except ValueError:
+        return None
+
+
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+_VERDICT_AT = re.compile(r'"verdict"\s*:\s*"')
+
+
+def fake_logprobs(text: str, verdict_logprobs: tuple[float, float]) -> list[tuple[str, float, list[tuple[str, float]]]]:
+    """Tokens of `text` with log-probabilities: certain everywhere except at the first
+    verdict value, where the chosen word has verdict_logprobs[0], the other verdict word
+    verdict_logprobs[1], and a space-led variant (which a reader must not count) -9."""
+    out = []
+    pos = 0
+    at = _VERDICT_AT.search(text)
+    verdict_pos = at.end() if at else -1
+    for tok in _TOKEN.findall(text):
+        if pos == verdict_pos and tok in ("supported", "unsupported"):
+            other = "unsupported" if tok == "supported" else "supported"
+            out.append((tok, verdict_logprobs[0], [(tok, verdict_logprobs[0]), (other, verdict_logprobs[1]), (" " + tok, -9.0)]))
+        else:
+            out.append((tok, 0.0, [(tok, 0.0)]))
+        pos += len(tok)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -490,6 +540,14 @@ def gemini_generate(server: FakeServer, req: RecordedRequest, fault: Fault) -> R
     if text:
         candidate["content"] = {"role": "model", "parts": [{"text": text}]}
         usage["candidatesTokenCount"] = _estimate_tokens(text)
+        gc = _first(req.json, "generationConfig", "generation_config", default={}) if isinstance(req.json, dict) else {}
+        if server.logprobs and _first(gc, "responseLogprobs", "response_logprobs"):
+            k = int(_first(gc, "logprobs", default=0) or 0)
+            toks = fake_logprobs(text, server.verdict_logprobs)
+            candidate["logprobsResult"] = {
+                "chosenCandidates": [{"token": t, "logProbability": lp} for t, lp, _ in toks],
+                "topCandidates": [{"candidates": [{"token": a, "logProbability": alp} for a, alp in top[:k]]} for _, _, top in toks],
+            }
     elif fault.kind == "empty":
         candidate["content"] = {"role": "model", "parts": []}
     if fault.kind == "safety":
@@ -500,13 +558,43 @@ def gemini_generate(server: FakeServer, req: RecordedRequest, fault: Fault) -> R
     return Reply(200, body)
 
 
+LLAMA_CPP_PYTHON_500 = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line 376, "
+    "in create_chat_completion\n    POST /v1/chat/completions"
+)
+
+
 def openai_chat(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    body_in = req.json if isinstance(req.json, dict) else {}
+    rf = body_in.get("response_format")
+    if server.compat == "llama-cpp-python":
+        if isinstance(rf, dict) and rf.get("type") not in ("text", "json_object"):
+            return Reply(500, {"error": {"message": LLAMA_CPP_PYTHON_500, "type": "internal_server_error",
+                                         "param": None, "code": None}})
+        with server.slot:  # one request at a time, like llama-cpp-python's server
+            if server.slot_latency_s:
+                time.sleep(server.slot_latency_s)
+            return _openai_chat(server, req, fault)
+    return _openai_chat(server, req, fault)
+
+
+def _openai_chat(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
     body_in = req.json if isinstance(req.json, dict) else {}
     model = str(body_in.get("model", "unknown"))
     prompt_tokens = _estimate_tokens(req.prompt_text())
     text = _answer_text(server, req, fault)
+    if server.compat == "ignore-format" and text and fault.kind == "ok":
+        text = f"Here is my assessment.\n```json\n{text}\n```\nI hope this helps."
     finish = {"safety": "content_filter", "prompt_blocked": "content_filter", "truncated": "length"}.get(fault.kind, "stop")
     completion_tokens = _estimate_tokens(text) if text else 0
+    logprobs = None
+    if server.logprobs and body_in.get("logprobs") and text:
+        k = int(body_in.get("top_logprobs") or 0)
+        logprobs = {"content": [{"token": t, "logprob": lp, "bytes": None,
+                                 "top_logprobs": [{"token": a, "logprob": alp, "bytes": None} for a, alp in top[:k]]}
+                                for t, lp, top in fake_logprobs(text, server.verdict_logprobs)]}
     body = {
         "id": f"chatcmpl-fake{len(server.requests)}",
         "object": "chat.completion",
@@ -517,7 +605,7 @@ def openai_chat(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply
             "index": 0,
             "message": {"role": "assistant", "content": text, "refusal": None},
             "finish_reason": finish,
-            "logprobs": None,
+            "logprobs": logprobs,
         }],
         "usage": {
             "prompt_tokens": prompt_tokens,
@@ -527,13 +615,35 @@ def openai_chat(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply
             "completion_tokens_details": {"reasoning_tokens": server.thinking_tokens},
         },
     }
+    if server.compat == "llama-cpp-python":
+        del body["system_fingerprint"]
     return Reply(200, body, {"x-request-id": f"req_fake{len(server.requests)}"})
+
+
+def openai_models(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    if server.models is None:
+        return OpenAIWire.error(404, "no model list", None, "header")
+    owner = "me" if server.compat == "llama-cpp-python" else "fake"
+    return Reply(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": owner, "permissions": []}
+                                                  for m in server.models]})
+
+
+def _models(server: FakeServer) -> Reply:
+    return openai_models(server, None, Fault("ok"))  # type: ignore[arg-type]
+
+
+# GET endpoints a client asks to learn about the server (OpenAI model list, llama.cpp /props).
+DISCOVERY: dict[str, Callable[[FakeServer], Reply]] = {
+    "/v1/models": _models,
+    "/props": lambda server: Reply(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}),
+}
 
 
 ROUTES: list[Route] = [
     Route("POST", re.compile(r"^/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):generateContent$"),
           "gemini.generate", "gemini", gemini_generate),
     Route("POST", re.compile(r"^/v1/chat/completions$"), "openai.chat", "openai", openai_chat),
+    Route("GET", re.compile(r"^/v1/models$"), "openai.models", "openai", openai_models),
 ]
 
 
@@ -1054,6 +1164,12 @@ class FakeServer:
         self.model_suffix = "-fake-001"
         self.cached_tokens = 0
         self.thinking_tokens = 0
+        self.compat: str | None = None  # "llama-cpp-python" or "ignore-format" (module docstring)
+        self.logprobs = False
+        self.verdict_logprobs = (-0.1, -2.5)
+        self.models: list[str] | None = None
+        self.slot = threading.Lock()
+        self.slot_latency_s = 0.0  # compute time inside the slot (compat "llama-cpp-python")
         self.routes: list[Route] = list(ROUTES)
         self.requests: list[RecordedRequest] = []
         self.counters: Counter[str] = Counter()
@@ -1161,6 +1277,11 @@ class FakeServer:
         body = h._read_body()
         if split.path.startswith("/_fake/"):
             h.send_reply(self._control(h.command, split.path, body))
+            return
+        if h.command == "GET" and split.path in DISCOVERY:
+            # What a client asks once to learn about the server: served, never recorded, so
+            # counts stay counts of judge calls.
+            h.send_reply(DISCOVERY[split.path](self))
             return
         try:
             payload = json.loads(body) if body else None

@@ -564,3 +564,225 @@ def test_fake_standalone_process_and_control_endpoints(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI-compatible servers (issue 20): response formats, fail fast, log-odds, slots
+
+
+from memjudge import cli as memjudge_cli  # noqa: E402
+from memjudge.judges.base import first_json_object, verdict_log_odds  # noqa: E402
+
+COMPAT_FACTS = [
+    {"persona_id": "p0", "fact_id": "f1", "text": "hobby number 1"},
+    {"persona_id": "p0", "fact_id": "f2", "text": "skydiving"},
+    {"persona_id": "p1", "fact_id": "f3", "text": "hobby number 5"},
+]
+
+
+def compat_inputs(tmp_path, n: int = 8) -> tuple[Path, Path, Path]:
+    from scripted_judge import candidates_frame, sources_frame
+
+    cand, src, facts = tmp_path / "candidates.jsonl", tmp_path / "sources.jsonl", tmp_path / "facts.jsonl"
+    candidates_frame(n, 4).to_json(cand, orient="records", lines=True)
+    sources_frame(n, 4).to_json(src, orient="records", lines=True)
+    facts.write_text("".join(json.dumps(x) + "\n" for x in COMPAT_FACTS))
+    return cand, src, facts
+
+
+def score_main(tmp_path, url, *args, rubric="support", out="run", spec="openai:qwen-local", n=8):
+    cand, src, facts = compat_inputs(tmp_path, n)
+    argv = ["score", str(cand), "--sources", str(src), "--judge", spec, "--base-url", url, "--no-progress",
+            "--out", str(tmp_path / out), "--cache-dir", str(tmp_path / "cache"), "--rubric", rubric, *map(str, args)]
+    if rubric == "coverage":
+        argv += ["--facts", str(facts)]
+    return memjudge_cli.main(argv)
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    name = "labels.jsonl" if (run_dir / "labels.jsonl").exists() else "coverage.jsonl"
+    return [json.loads(x) for x in (run_dir / name).read_text().splitlines()]
+
+
+@pytest.mark.parametrize("rubric", ["support", "coverage"])
+def test_auto_falls_back_to_json_object_on_a_llama_cpp_python_server(fake_server, tmp_path, rubric):
+    fake_server.compat = "llama-cpp-python"
+    fake_server.models = ["/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]
+    assert score_main(tmp_path, fake_server.openai_base_url, rubric=rubric) == 0
+    rows = rows_of(tmp_path / "run")
+    if rubric == "support":
+        assert all(r["verdict"] for r in rows) and {r["verdict"] for r in rows} == {"supported", "unsupported"}
+        # no system_fingerprint and an echoed model name: the model list says what is served
+        assert {r["model_version"] for r in rows} == {"/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"}
+    else:
+        assert len(rows) == 3 and all(r["error"] is None for r in rows)
+    chats = [r for r in fake_server.requests if r.route == "openai.chat"]
+    # one refused json_schema request (HTTP 500, a validation error: not retried), then json_object
+    assert [r.status for r in chats].count(500) == 1
+    assert chats[0].json["response_format"]["type"] == "json_schema"
+    assert all(r.json["response_format"]["type"] == "json_object" and r.json["response_format"]["schema"] for r in chats[1:])
+    assert "JSON schema" in chats[1].system
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert summary["retries"] == 0 and summary["errors"] == 0
+    assert summary["judge_settings"]["response_format"] == "json_object"
+    assert config["judge"]["effective"]["response_format"] == "json_object"
+    assert config["judge"]["response_format"] == "auto"  # part of the cache key (judge identity)
+    assert config["judge"]["effective"]["server_slots"] == 1
+
+
+@pytest.mark.parametrize("rubric", ["support", "coverage"])
+def test_a_refused_format_fails_fast_and_still_writes_null_rows(fake_server, tmp_path, rubric, capsys):
+    fake_server.compat = "llama-cpp-python"
+    code = score_main(tmp_path, fake_server.openai_base_url, "--response-format", "json_schema", "--concurrency", "1",
+                      rubric=rubric, n=40)
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Input should be" in err[0]
+    # a request-validation error is not transient: no retries; the run stops after 3 requests
+    # (support: 40 calls) or when its 2 calls (coverage: 2 personas with facts) have failed
+    if rubric == "support":
+        assert "3 requests in a row failed" in err[0] and fake_server.count(route="openai.chat") == 3
+    else:
+        assert "every call failed" in err[0] and fake_server.count(route="openai.chat") == 2
+    rows = rows_of(tmp_path / "run")
+    assert rows and all(r["error"] for r in rows)
+    if rubric == "support":
+        assert len(rows) == 40 and all(r["verdict"] is None for r in rows)
+        assert sum(r["error"].startswith("not asked") for r in rows) == 37
+    else:
+        assert all(r["covered_by"] is None for r in rows)
+
+
+def test_every_call_failing_exits_non_zero_with_its_rows(fake_server, tmp_path, capsys):
+    fake_server.enqueue(Fault.http(400), times=None)
+    assert score_main(tmp_path, fake_server.openai_base_url, "--response-format", "json_object", n=2, rubric="coverage") == 2
+    assert "every call failed" in capsys.readouterr().err
+    rows = rows_of(tmp_path / "run")
+    assert rows and all(r["error"] and "400" in r["error"] for r in rows)
+
+
+def test_server_down_is_one_line_within_seconds(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert score_main(tmp_path, f"http://127.0.0.1:{port}/v1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach" in err[0] and "is the server running?" in err[0]
+    assert all(r["error"].startswith("not asked") for r in rows_of(tmp_path / "run"))
+
+
+def test_auto_steps_down_to_text_when_the_format_is_ignored(fake_server, tmp_path):
+    fake_server.compat = "ignore-format"
+    assert score_main(tmp_path, fake_server.openai_base_url, "--concurrency", "1") == 0
+    rows = rows_of(tmp_path / "run")
+    assert all(r["verdict"] for r in rows)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["judge_settings"]["response_format"] == "text"
+    chats = [r for r in fake_server.requests if r.route == "openai.chat"]
+    assert "response_format" not in chats[-1].json
+    # two answers in prose per mode (json_schema, json_object), then text mode with extraction:
+    # the first call needed its two re-asks, every later call none
+    assert summary["judge_settings"]["adapted"] == ["json_schema ignored: json_object", "json_object ignored: text"]
+    assert summary["reasks"] == 2 and summary["errors"] == 0
+
+
+def test_response_format_is_part_of_the_cache_key(fake_server, tmp_path):
+    url = fake_server.openai_base_url
+    assert score_main(tmp_path, url, "--response-format", "text", out="a") == 0
+    n = fake_server.count(route="openai.chat")
+    assert score_main(tmp_path, url, "--response-format", "text", out="b") == 0
+    assert fake_server.count(route="openai.chat") == n  # same mode: all from the cache
+    assert score_main(tmp_path, url, "--response-format", "json_object", out="c") == 0
+    assert fake_server.count(route="openai.chat") == 2 * n
+    sent = [r.json for r in fake_server.requests if r.route == "openai.chat"]
+    assert "response_format" not in sent[0] and sent[-1]["response_format"]["type"] == "json_object"
+
+
+def test_text_mode_takes_the_first_json_object(fake_server, tmp_path):
+    fake_server.compat = "ignore-format"
+    assert score_main(tmp_path, fake_server.openai_base_url, "--response-format", "text") == 0
+    rows = rows_of(tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert all(r["verdict"] for r in rows) and summary["reasks"] == 0
+
+
+@pytest.mark.parametrize("provider_name", ["openai", "gemini"])
+def test_log_odds_from_token_logprobs(fake_server, tmp_path, monkeypatch, provider_name):
+    monkeypatch.setenv(KEY_VARS[provider_name], KEY)
+    fake_server.logprobs = True
+    fake_server.verdict_logprobs = (-0.2, -3.0)
+    url = fake_server.openai_base_url if provider_name == "openai" else fake_server.url
+    spec = f"{provider_name}:{MODELS[provider_name]}"
+    assert score_main(tmp_path, url, spec=spec) == 0
+    rows = rows_of(tmp_path / "run")
+    for r in rows:  # log P(supported) - log P(unsupported), read at the verdict
+        assert r["judge_score"] == pytest.approx(2.8 if r["verdict"] == "supported" else -2.8)
+    assert {r["verdict"] for r in rows} == {"supported", "unsupported"}
+    sent = [r for r in fake_server.requests if r.route in ("openai.chat", "gemini.generate")][0].json
+    if provider_name == "openai":
+        assert sent["logprobs"] is True and sent["top_logprobs"] == 20
+    else:
+        assert sent["generationConfig"]["responseLogprobs"] is True
+    # --no-logprobs: not asked for, scores null (never guessed); a different cache key
+    assert score_main(tmp_path, url, "--no-logprobs", spec=spec, out="off") == 0
+    assert all(r["judge_score"] is None for r in rows_of(tmp_path / "off"))
+    sent = [r for r in fake_server.requests if r.route in ("openai.chat", "gemini.generate")][-1].json
+    assert "logprobs" not in sent and "responseLogprobs" not in sent.get("generationConfig", {})
+
+
+def test_without_logprobs_in_the_answer_the_score_is_null(fake_server, tmp_path):
+    assert score_main(tmp_path, fake_server.openai_base_url) == 0  # asked, but the fake sends none
+    assert all(r["judge_score"] is None and r["verdict"] for r in rows_of(tmp_path / "run"))
+
+
+def test_waiting_for_the_single_slot_is_not_a_timeout(fake_server, tmp_path):
+    # One slot, 0.3 s per answer, a 1 s timeout and 6 requests at once: queued at the server
+    # the last ones would time out; gated by memjudge (the slot count comes from the server)
+    # each request is timed from when it is sent.
+    fake_server.compat = "llama-cpp-python"
+    fake_server.models = ["qwen"]
+    fake_server.slot_latency_s = 0.3
+    panel = tmp_path / "judges.toml"
+    panel.write_text('[[judge]]\nspec = "openai:qwen"\ntimeout_s = 1.0\nmax_attempts = 1\nresponse_format = "json_object"\n')
+    assert score_main(tmp_path, fake_server.openai_base_url, "--judges-file", panel, "--concurrency", "6", spec="openai:qwen", n=6) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["errors"] == 0 and summary["judge_settings"]["server_slots"] == 1
+
+
+def test_verdict_log_odds_hand_computed():
+    import math
+
+    text = '{"verdict": "unsupported", "x": 1}'
+    # the token covering the verdict starts with the quote: alternatives must agree with it
+    tokens = [('{"verdict": ', 0.0, []), ('"un', math.log(0.6), [('"un', math.log(0.6)), ('"u', math.log(0.1)),
+                                                                   ('"sup', math.log(0.2)), ('" sup', math.log(0.05)), ("un", -1.0)]),
+              ('supported", "x": 1}', 0.0, [])]
+    assert verdict_log_odds(text, tokens) == pytest.approx(math.log(0.2) - math.log(0.7))
+    assert verdict_log_odds(text, tokens[:2]) is None  # tokens do not spell the text
+    only_one = [tokens[0], ('"un', 0.0, [('"un', 0.0)]), tokens[2]]
+    assert verdict_log_odds(text, only_one) is None  # "supported" absent: never guessed
+    assert verdict_log_odds('{"facts": []}', [('{"facts": []}', 0.0, [])]) is None
+    assert first_json_object('Sure.\n```json\n{"a": {"b": 1}}\n``` and {"c": 2}') == '{"a": {"b": 1}}'
+    assert first_json_object("no {json here") is None
+
+
+def test_response_format_and_logprobs_through_the_python_api(fake_server, tmp_path):
+    from memjudge.engine import score_run
+    from memjudge.judges import JudgeConfig
+
+    cand, src, _ = compat_inputs(tmp_path, 4)
+    fake_server.compat = "llama-cpp-python"
+    r = score_run(cand, src, "openai:qwen", base_url=fake_server.openai_base_url, response_format="json_object",
+                  logprobs=False, out=tmp_path / "api", cache_dir=tmp_path / "cache", progress=False)
+    assert r.summary.judge_settings["response_format"] == "json_object" and r.labels["verdict"].notna().all()
+    sent = [q.json for q in fake_server.requests if q.route == "openai.chat"]
+    assert all(b["response_format"]["type"] == "json_object" and "logprobs" not in b for b in sent)
+    # the same through a JudgeConfig (a judges.toml entry has the same fields)
+    config = JudgeConfig(spec="openai:qwen", base_url=fake_server.openai_base_url, response_format="text")
+    r = score_run(cand, src, config, out=tmp_path / "cfg", cache_dir=tmp_path / "cache", progress=False)
+    assert r.summary.judge_settings["response_format"] == "text"
+    with pytest.raises(Exception, match="response_format"):
+        JudgeConfig(spec="openai:qwen", response_format="yaml")

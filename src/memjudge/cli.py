@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="run directory (default runs/<judge>-<rubric>)")
     s.add_argument("--cache-dir", help="answer cache (default $MEMJUDGE_CACHE_DIR or ~/.cache/memjudge)")
     s.add_argument("--parquet", action="store_true", help="also write labels.parquet")
+    s.add_argument("--response-format", choices=["auto", "json_schema", "json_object", "text"],
+                   help="how the answer's JSON is asked for (openai:, gemini:); auto (default) falls back from a strict schema to JSON mode to text")
+    s.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=None,
+                   help="ask for token log-probabilities and record the verdict's log-odds as judge_score (default on)")
     s.add_argument("--dry-run", action="store_true", help="validate everything and estimate calls, tokens and cost without calling")
     s.add_argument("--batch", action="store_true", help="use the provider's batch API (about half price, within 24 h)")
     s.add_argument("--batch-fallback", choices=["resubmit", "online"], default="resubmit",
@@ -326,6 +330,7 @@ def cmd_score(args) -> int:
         judges_file=args.judges_file, base_url=args.base_url, concurrency=args.concurrency,
         rpm=args.rpm, tpm=args.tpm, temperature=args.temperature, seed=args.seed,
         max_output_tokens=args.max_output_tokens, thinking_budget=args.thinking_budget,
+        response_format=args.response_format, logprobs=args.logprobs,
         argv=settings, echo=None if args.json else print,
         batch=args.batch, batch_fallback=args.batch_fallback, limit=args.limit,
     )

@@ -44,6 +44,9 @@ MAX_REASKS = 2
 # A streak this long of requests that failed after retries means the judge is unusable
 # (wrong key, unknown model, outage): stop and say so instead of writing thousands of nulls.
 ABORT_AFTER_FAILURES = 20
+# Issue 20: when the first calls of a run all fail with the same error (a server that refuses
+# the request, a wrong model name), stop after this many instead of ABORT_AFTER_FAILURES.
+FAIL_FAST_FIRST = 3
 JOURNAL = "journal.jsonl"
 UNANSWERED_FACT = "(unanswered)"  # coverage row of a persona whose judge-listed facts are unknown
 
@@ -97,6 +100,7 @@ class ScoreSummary:
     out_dir: str | None = None
     cache_dir: str | None = None
     batch: dict[str, Any] | None = None  # --batch: jobs, rounds, discount (see memjudge.batch)
+    judge_settings: dict[str, Any] | None = None  # what the provider ended up using (Judge.effective)
 
     def as_dict(self) -> dict[str, Any]:
         return io.json_safe(dataclasses.asdict(self))
@@ -154,7 +158,8 @@ def _file_digest(path: str) -> str | None:
 # judges
 
 
-_OVERRIDABLE = ("base_url", "concurrency", "rpm", "tpm", "temperature", "seed", "max_output_tokens", "thinking_budget")
+_OVERRIDABLE = ("base_url", "concurrency", "rpm", "tpm", "temperature", "seed", "max_output_tokens", "thinking_budget",
+                "response_format", "logprobs")
 
 
 def resolve_judge(judge: str | JudgeConfig | Judge, *, judges_file=None, **overrides) -> tuple[Judge, bool]:
@@ -272,6 +277,8 @@ class _Job:
         self.batch_tokens = dict(self.tokens)  # the part of `tokens` billed at batch prices
         self.failure_streak = 0
         self.last_failure: str | None = None
+        self.answered = 0  # answers received (valid or not): fail-fast only before the first
+        self.first_failures: list[str] = []
         self._journal = None
         self._unsaved: list[tuple[str, dict]] = []
         self._saver: asyncio.Task | None = None
@@ -395,9 +402,12 @@ class _Job:
                 log.info("%s: %s: %s", self.judge.spec, call.item.get("assertion_id") or call.item.get("persona_id"), task.error)
                 self.failure_streak += 1
                 self.last_failure = task.error
+                if not self.answered:
+                    self.first_failures.append(task.error)
                 return
             latency += time.perf_counter() - t0
             self.failure_streak = 0
+            self.answered += 1
             u = answer.usage.as_dict() if answer.usage is not None else {}
             for k in usage:
                 usage[k] += int(u.get(k) or 0)
@@ -448,8 +458,14 @@ class _Job:
                     bar.advance()
                 if self.failure_streak >= ABORT_AFTER_FAILURES and not abort:
                     abort.append(self.last_failure or "requests failed")
+                if _fail_fast(self) and not abort:
+                    abort.append(self.first_failures[0])
 
         n = max(1, min(self.judge.config.concurrency, len(queue)))
+        try:
+            await self.judge.preflight()
+        except MemjudgeError as e:
+            raise RunStopped(str(e)) from None
         try:
             if bar is not None:
                 bar.start()
@@ -458,10 +474,31 @@ class _Job:
             if bar is not None:
                 bar.stop()
         if abort:
-            raise MemjudgeError(
-                f"judge {self.judge.spec}: {ABORT_AFTER_FAILURES} requests in a row failed, stopping "
+            n = len(self.first_failures) if _fail_fast(self) else ABORT_AFTER_FAILURES
+            raise RunStopped(
+                f"judge {self.judge.spec}: {n} requests in a row failed, stopping "
                 f"(last: {abort[0]}); answers received so far are saved, rerun the same command to resume"
             )
+
+
+class RunStopped(MemjudgeError):
+    """The run stopped early (unreachable judge, failures): the rows are still written, the
+    calls not asked have `error` "not asked: ...", then this is raised (exit status 2)."""
+
+
+class AllCallsFailed(MemjudgeError):
+    """Every call of the run failed; the rows (all null, with errors) are written. `result`
+    is the ScoreResult."""
+
+    def __init__(self, message: str, result: Any = None):
+        super().__init__(message)
+        self.result = result
+
+
+def _fail_fast(job: _Job) -> bool:
+    """The first calls all failed the same way, before any answer came back."""
+    f = job.first_failures
+    return not job.answered and len(f) >= FAIL_FAST_FIRST and len(set(f)) == 1
 
 
 class _Progress:
@@ -695,6 +732,8 @@ def score_run(
     seed: int | None = None,
     max_output_tokens: int | None = None,
     thinking_budget: int | None = None,
+    response_format: str | None = None,
+    logprobs: bool | None = None,
     write: bool = True,
     argv: list[str] | None = None,
     echo=None,
@@ -751,6 +790,7 @@ def score_run(
     the_judge, owned = resolve_judge(
         judge, judges_file=judges_file, base_url=base_url, concurrency=concurrency, rpm=rpm, tpm=tpm,
         temperature=temperature, seed=seed, max_output_tokens=max_output_tokens, thinking_budget=thinking_budget,
+        response_format=response_format, logprobs=logprobs,
     )
     closer = _Closer(the_judge if owned else None)
     try:
@@ -880,6 +920,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             job.open_journal()
         limiter = RateLimiter(judge.config.rpm, judge.config.tpm)
         batch_report = None
+        stopped: RunStopped | None = None
         try:
             if batch is not None:
                 from memjudge.batch import run_batch
@@ -888,6 +929,11 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 batch_report = _run_coro(closer.after(job.finishing(run_batch(job, pending, out_dir, batch, limiter))))
             elif pending:
                 _run_coro(closer.after(job.finishing(job.run(pending, limiter, progress_total=len(tasks), progress_done=len(tasks) - len(pending)))))
+        except RunStopped as e:  # the rows are still written (below), then the error stands
+            stopped = e
+            for t in pending:
+                if t.record is None and t.error is None:
+                    t.error = f"not asked: {e}"
         finally:
             job.close_journal()
 
@@ -910,6 +956,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
             tokens=dict(job.tokens), cost_usd=job_cost_usd(judge.config, job.tokens, job.batch_tokens), seconds=0.0,
             out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache else None, batch=batch_report,
+            judge_settings=judge.effective() or None,
         )
         if write:
             # New answers were appended as they came; rewrite only when the journal holds
@@ -920,7 +967,14 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if write:
             io.write_json(out_dir / "summary.json", summary.as_dict())
-        return ScoreResult(labels=labels, coverage=coverage, summary=summary, out_dir=out_dir if write else None)
+        result = ScoreResult(labels=labels, coverage=coverage, summary=summary, out_dir=out_dir if write else None)
+        if stopped is not None:
+            raise stopped
+        if batch is None and pending and not job.answered and summary.errors == summary.calls:
+            first = next((t.error for t in pending if t.error), "no valid answer")
+            where = f"; wrote {out_dir / ('labels.jsonl' if labels is not None else 'coverage.jsonl')} with null verdicts" if write else ""
+            raise AllCallsFailed(f"judge {judge.spec}: every call failed ({first}){where}", result)
+        return result
     finally:
         if cache is not None:
             cache.close()
@@ -942,7 +996,8 @@ def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, r
     config = {
         "memjudge_version": __version__,
         "command": argv,
-        "judge": {**judge.identity(), "simulated": bool(judge.simulated), "config": judge.config.model_dump(mode="json")},
+        "judge": {**judge.identity(), "simulated": bool(judge.simulated), "config": judge.config.model_dump(mode="json"),
+                  "effective": judge.effective() or None},
         "rubric": rub.describe(),
         "replicates": replicates,
         "inputs": {k: ({"path": v, "sha256": _file_digest(v)} if v else None) for k, v in inputs.items()},

@@ -8,9 +8,13 @@ are transient (`is_retryable`) and what delay the server asked for (`retry_after
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, ClassVar
+from typing import Any, Awaitable, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +44,17 @@ class JudgeConfig(BaseModel):
     retry_max_s: float = Field(60.0, ge=0)
     # Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...).
     options: dict[str, Any] = Field(default_factory=dict)
+    # Hosted and compatible judges (openai:, gemini:). How the answer's JSON is asked for:
+    # "auto" tries a strict JSON schema, then a JSON object with the schema in the prompt,
+    # then plain text (see RESPONSE_FORMATS); the provider's identity() puts these two in
+    # the cache key (the generation parameters of the other judges stay as they were).
+    response_format: Literal["auto", "json_schema", "json_object", "text"] = "auto"
+    # Ask for token log-probabilities and record the verdict's log-odds as judge_score.
+    logprobs: bool = True
+    # Requests a server computes at once (its slots); None = ask the server (llama.cpp)
+    # or no limit. Time spent waiting for a slot is not part of `timeout_s`. Not a
+    # generation parameter: not in the cache key.
+    server_slots: int | None = Field(None, ge=1)
 
     @property
     def prefix(self) -> str:
@@ -128,6 +143,113 @@ def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
         return call.schema.model_validate_json(text).model_dump()
     except ValueError:  # pydantic.ValidationError and JSON errors alike
         return None
+
+
+# ---------------------------------------------------------------------------------------
+# response formats and log-odds (hosted and OpenAI-compatible judges)
+
+# What `response_format="auto"` tries, in order: a strict JSON schema, a JSON object with the
+# schema in the request (llama-cpp-python's server) and in the prompt, plain text from which
+# the first JSON object is taken.
+RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+
+SCHEMA_NOTE = "Answer with exactly one JSON object, and nothing else, that follows this JSON schema:\n{schema}"
+
+
+def schema_prompt(prompt: Prompt, schema: dict[str, Any]) -> Prompt:
+    """The prompt with the answer's JSON schema spelt out, for servers that cannot enforce it."""
+    note = SCHEMA_NOTE.format(schema=json.dumps(schema, separators=(",", ":")))
+    return Prompt(system=f"{prompt.system}\n\n{note}", user=prompt.user)
+
+
+def first_json_object(text: str | None) -> str | None:
+    """The first complete JSON object in `text` (prose, code fences around it), as its text;
+    None when there is none. Nothing is repaired: this only cuts."""
+    if not text:
+        return None
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return text[start:end]
+        start = text.find("{", start + 1)
+    return None
+
+
+VERDICT_WORDS = ("supported", "unsupported")
+_VERDICT_KEY = re.compile(r'"verdict"\s*:\s*"')
+
+# One generated token: its text, its log-probability, and the top alternatives at its place.
+TokenLogprobs = tuple[str, float, Sequence[tuple[str, float]]]
+
+
+def _logsumexp(values: list[float]) -> float:
+    m = max(values)
+    return m + math.log(sum(math.exp(v - m) for v in values))
+
+
+def verdict_log_odds(text: str | None, tokens: Sequence[TokenLogprobs] | None) -> float | None:
+    """log P(first verdict token = "supported") - log P(= "unsupported"), read at the
+    position where the value of the answer's first `"verdict"` key begins; the embedded
+    judge's judge_score has the same sign and meaning.
+
+    The generated tokens must spell `text` exactly (else offsets are unknown). At the token
+    covering the verdict's first character, every alternative that agrees with the text
+    before that character and then starts (or is a start of) a verdict word counts for that
+    word; a word's probability is the sum over its tokens. None when either word has no
+    token among the alternatives: a score is never guessed."""
+    if not text or not tokens:
+        return None
+    m = _VERDICT_KEY.search(text)
+    if m is None:
+        return None
+    pos = m.end()
+    if "".join(t[0] for t in tokens) != text:
+        return None
+    start = 0
+    for token, logprob, top in tokens:
+        end = start + len(token)
+        if start <= pos < end:
+            prefix = text[start:pos]
+            alternatives = dict(top)
+            alternatives.setdefault(token, logprob)
+            mass: dict[str, list[float]] = {w: [] for w in VERDICT_WORDS}
+            for alt, lp in alternatives.items():
+                if lp is None or not math.isfinite(lp) or not alt.startswith(prefix):
+                    continue
+                rest = alt[len(prefix):]
+                if not rest:
+                    continue
+                for word in VERDICT_WORDS:
+                    if word.startswith(rest) or rest.startswith(word):
+                        mass[word].append(lp)
+            if not all(mass.values()):
+                return None
+            return _logsumexp(mass["supported"]) - _logsumexp(mass["unsupported"])
+        start = end
+    return None
+
+
+# A request the server refused as malformed: FastAPI/pydantic (llama-cpp-python answers
+# these with HTTP 500), OpenAI-style invalid_request_error, vLLM/Ollama messages. Asking
+# again cannot help, whatever the status code.
+_VALIDATION = re.compile(
+    r"validation error|literal_error|Input should be|Extra inputs are not permitted|extra_forbidden|"
+    r"invalid_request_error|unrecognized request argument|is not supported|not supported|unsupported parameter|"
+    r"Unknown parameter|Invalid parameter|invalid value|Field required|'loc':",
+    re.IGNORECASE,
+)
+
+
+def is_request_error(status: int | None, body_text: str) -> bool:
+    """True when an HTTP error says the request itself is wrong (not a passing failure)."""
+    if status in (400, 422):
+        return True
+    return status is not None and status >= 500 and bool(_VALIDATION.search(body_text or ""))
 
 
 # Statuses worth asking again (with 5xx): timeout, conflict, rate limit. 400/401/403/404 are not.
@@ -227,6 +349,17 @@ class Judge(ABC):
         """Calls are issued sorted by this; keeping a persona's calls together lets prompt
         prefixes (provider caches, the local judge's KV cache) be reused."""
         return (call.item.get("persona_id", ""), call.rubric, call.item.get("assertion_id", ""), call.replicate)
+
+    async def preflight(self) -> None:
+        """Called once before a run's first request: check the endpoint can be reached (a
+        MemjudgeError says why not, in one line) and learn what the server is. Default:
+        nothing to check."""
+
+    def effective(self) -> dict[str, Any]:
+        """Settings the provider chose while running (the response format `auto` ended up
+        using, whether log-probabilities came back, the served model): recorded per run in
+        config.json and the summary. Default: none."""
+        return {}
 
     async def aclose(self) -> None:
         """Release clients and sockets."""

@@ -4,11 +4,20 @@ One attempt per `generate` (the SDK's retries are off; retry.py owns retrying). 
 truncation and empty answers come back as a `JudgeAnswer` with that finish reason; HTTP and
 transport failures raise the SDK's own exceptions (`google.genai.errors.APIError`, or httpx2
 transport errors, which google-genai does not wrap).
+
+Response formats (`JudgeConfig.response_format`): `json_schema` (and `auto`) send the rubric's
+JSON schema (`response_json_schema`); `json_object` asks for JSON (`response_mime_type`) with
+the schema in the prompt; `text` asks for nothing and takes the answer's first JSON object.
+With `logprobs` (default on) the request asks for `response_logprobs`; `judge_score` is the
+verdict's log-odds from `logprobs_result` (null when the model sends none). A model that
+refuses log-probabilities (HTTP 400 naming them) is asked again without, and not asked for
+them again (`effective()`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from typing import Any
 
@@ -18,13 +27,16 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, parse_answer,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, first_json_object, is_transient_status,
+    parse_answer, schema_prompt, verdict_log_odds,
 )
 from memjudge.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"thinking_level"})
+# Alternatives per token asked for with response_logprobs (the API's maximum is 20).
+TOP_LOGPROBS = 20
 
 _FINISH = {
     "STOP": "stop",
@@ -37,13 +49,6 @@ _FINISH = {
     "IMAGE_SAFETY": "safety",
     "IMAGE_PROHIBITED_CONTENT": "safety",
 }
-
-
-def _name(value: Any) -> str | None:
-    """An SDK enum (or an unknown string the SDK kept as is) as its wire name."""
-    if value is None:
-        return None
-    return str(getattr(value, "value", value))
 
 
 class GeminiJudge(Judge):
@@ -61,6 +66,22 @@ class GeminiJudge(Judge):
             # A Gemini-compatible endpoint that needs no key; the SDK insists on one.
             self._api_key = "EMPTY"
         self._client = LoopBoundClient(self._new_client, lambda c: c.aio.aclose())
+        self.mode = "json_schema" if config.response_format == "auto" else config.response_format
+        self._logprobs = config.logprobs
+        self._logprobs_seen = False
+        self._schemas: dict[type, dict[str, Any]] = {}
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "response_format": self.config.response_format, "logprobs": self.config.logprobs}
+
+    def effective(self) -> dict[str, Any]:
+        return {"response_format": self.mode, "logprobs": self._logprobs, "logprobs_returned": self._logprobs_seen}
+
+    def _schema(self, model: type) -> dict[str, Any]:
+        schema = self._schemas.get(model)
+        if schema is None:
+            schema = self._schemas[model] = model.model_json_schema()
+        return schema
 
     def _new_client(self) -> genai.Client:
         return genai.Client(
@@ -83,55 +104,118 @@ class GeminiJudge(Judge):
             thinking = types.ThinkingConfig(thinking_budget=cfg.thinking_budget)
         elif "thinking_level" in cfg.options:
             thinking = types.ThinkingConfig(thinking_level=cfg.options["thinking_level"])
+        schema = self._schema(call.schema)
+        verdict = "verdict" in call.schema.model_fields  # only a verdict has log-odds
+        system = call.prompt.system if self.mode == "json_schema" else schema_prompt(call.prompt, schema).system
         return types.GenerateContentConfig(
-            system_instruction=call.prompt.system,
+            system_instruction=system,
             temperature=cfg.temperature,
             seed=cfg.seed,
             max_output_tokens=cfg.max_output_tokens,
             thinking_config=thinking,
-            response_mime_type="application/json",
+            response_mime_type="application/json" if self.mode != "text" else None,
             # A JSON schema (not Gemini's OpenAPI subset) keeps the rubric's schema intact.
-            response_json_schema=call.schema.model_json_schema(),
+            response_json_schema=schema if self.mode == "json_schema" else None,
+            response_logprobs=True if self._logprobs and verdict else None,
+            logprobs=TOP_LOGPROBS if self._logprobs and verdict else None,
         )
+
+    def request_body(self, call: JudgeCall) -> dict[str, Any]:
+        """The wire JSON of `request_config(call)` with the prompt: what `generate` posts."""
+        cfg = self.config
+        schema = self._schema(call.schema)
+        verdict = "verdict" in call.schema.model_fields
+        system = call.prompt.system if self.mode == "json_schema" else schema_prompt(call.prompt, schema).system
+        gen: dict[str, Any] = {"temperature": cfg.temperature}
+        if cfg.seed is not None:
+            gen["seed"] = cfg.seed
+        if cfg.max_output_tokens is not None:
+            gen["maxOutputTokens"] = cfg.max_output_tokens
+        if cfg.thinking_budget is not None:
+            gen["thinkingConfig"] = {"thinkingBudget": cfg.thinking_budget}
+        elif "thinking_level" in cfg.options:
+            gen["thinkingConfig"] = {"thinkingLevel": str(cfg.options["thinking_level"]).upper()}
+        if self.mode != "text":
+            gen["responseMimeType"] = "application/json"
+        if self.mode == "json_schema":
+            gen["responseJsonSchema"] = schema
+        if self._logprobs and verdict:
+            gen["responseLogprobs"] = True
+            gen["logprobs"] = TOP_LOGPROBS
+        return {
+            "contents": [{"role": "user", "parts": [{"text": call.prompt.user}]}],
+            "systemInstruction": {"role": "user", "parts": [{"text": system}]},
+            "generationConfig": gen,
+        }
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
-        response = await self._aio().models.generate_content(
-            model=self.model, contents=call.prompt.user, config=self.request_config(call),
-        )
-        return self.to_answer(response, call)
+        # The wire request through the SDK's own API client (its URL, key, timeout and
+        # errors), without its typed request/response models: those conversions were most
+        # of the CPU of a request (bench/throughput.py).
+        model = self.model if self.model.startswith(("models/", "tunedModels/")) else f"models/{self.model}"
+        while True:
+            asked_logprobs = self._logprobs
+            try:
+                response = await self._aio()._api_client.async_request(
+                    "post", f"{model}:generateContent", self.request_body(call))
+            except errors.ClientError as exc:
+                # Log-probabilities are not offered for every model: ask again without.
+                if asked_logprobs and exc.code == 400 and "logprob" in str(exc).lower():
+                    self._logprobs = False
+                    continue
+                raise
+            return self.answer_from_wire(json.loads(response.body) if response.body else {}, call)
 
-    @staticmethod
-    def to_answer(response: types.GenerateContentResponse, call: JudgeCall) -> JudgeAnswer:
-        meta = response.usage_metadata
+    def to_answer(self, response: types.GenerateContentResponse, call: JudgeCall) -> JudgeAnswer:
+        """An SDK response (batch results) as a JudgeAnswer."""
+        return self.answer_from_wire(response.model_dump(mode="json", by_alias=True, exclude_none=True), call)
+
+    def answer_from_wire(self, body: dict[str, Any], call: JudgeCall) -> JudgeAnswer:
+        """A generateContent response body (camelCase wire JSON) as a JudgeAnswer."""
+        meta = body.get("usageMetadata") or {}
         usage = Usage(
-            input_tokens=(meta.prompt_token_count or 0) if meta else 0,
-            output_tokens=(meta.candidates_token_count or 0) if meta else 0,
-            cached_tokens=(meta.cached_content_token_count or 0) if meta else 0,
-            thinking_tokens=(meta.thoughts_token_count or 0) if meta else 0,
+            input_tokens=int(meta.get("promptTokenCount") or 0),
+            output_tokens=int(meta.get("candidatesTokenCount") or 0),
+            cached_tokens=int(meta.get("cachedContentTokenCount") or 0),
+            thinking_tokens=int(meta.get("thoughtsTokenCount") or 0),
         )
-        raw: dict[str, Any] = {"response_id": response.response_id}
-        feedback = response.prompt_feedback
-        if feedback is not None and feedback.block_reason is not None:
-            raw["block_reason"] = _name(feedback.block_reason)
-        if not response.candidates:
+        version = body.get("modelVersion")
+        raw: dict[str, Any] = {"response_id": body.get("responseId")}
+        feedback = body.get("promptFeedback") or {}
+        if feedback.get("blockReason") is not None:
+            raw["block_reason"] = str(feedback["blockReason"])
+        candidates = body.get("candidates") or []
+        if not candidates:
             finish = "safety" if "block_reason" in raw else "empty"
-            return JudgeAnswer(None, finish, usage, response.model_version, raw=raw)
+            return JudgeAnswer(None, finish, usage, version, raw=raw)
 
-        candidate = response.candidates[0]
-        wire_finish = _name(candidate.finish_reason)
+        candidate = candidates[0]
+        wire_finish = candidate.get("finishReason")
         raw["finish_reason"] = wire_finish
-        if candidate.finish_message:
-            raw["finish_message"] = candidate.finish_message
-        parts = candidate.content.parts if candidate.content and candidate.content.parts else []
+        if candidate.get("finishMessage"):
+            raw["finish_message"] = candidate["finishMessage"]
+        parts = (candidate.get("content") or {}).get("parts") or []
         # Thought summaries are not the answer.
-        texts = [p.text for p in parts if p.text is not None and not p.thought]
+        texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("text") is not None and not p.get("thought")]
         text = "".join(texts) if texts else None
         if wire_finish is None or wire_finish == "STOP":
             finish = "stop" if text and text.strip() else "empty"
         else:
             finish = _FINISH.get(wire_finish, "other")
-        parsed = parse_answer(call, text) if finish == "stop" else None
-        return JudgeAnswer(text, finish, usage, response.model_version, parsed=parsed, raw=raw)
+        score = None
+        if candidate.get("logprobsResult") is not None:
+            self._logprobs_seen = True
+            if finish == "stop":
+                score = verdict_log_odds(text, _gemini_tokens(candidate["logprobsResult"]))
+        parsed = None
+        if finish == "stop":
+            if self.mode == "text":
+                found = first_json_object(text)
+                if found is not None and found != text:
+                    raw["answer_text"] = text
+                    text = found
+            parsed = parse_answer(call, text)
+        return JudgeAnswer(text, finish, usage, version, judge_score=score, parsed=parsed, raw=raw)
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.APIError):
@@ -154,3 +238,19 @@ class GeminiJudge(Judge):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _gemini_tokens(result: dict[str, Any]) -> list | None:
+    """`logprobsResult` as (token, logprob, alternatives) per generated token."""
+    chosen = result.get("chosenCandidates") or []
+    top = result.get("topCandidates") or []
+    if not chosen or len(top) not in (0, len(chosen)):
+        return None
+    out = []
+    for i, c in enumerate(chosen):
+        if not isinstance(c.get("token"), str):
+            return None
+        alts = [(a["token"], a["logProbability"]) for a in ((top[i].get("candidates") or []) if top else [])
+                if isinstance(a.get("token"), str) and isinstance(a.get("logProbability"), (int, float))]
+        out.append((c["token"], c.get("logProbability"), alts))
+    return out

@@ -1,37 +1,68 @@
 """`openai:MODEL` — OpenAI's Chat Completions API, or any OpenAI-compatible server (vLLM,
-Ollama, llama.cpp) named by `base_url`, through the openai package's async client.
+Ollama, llama.cpp, LM Studio) named by `base_url`, through the openai package's async client.
 
-One attempt per `generate` (max_retries=0; retry.py owns retrying). The answer is requested
-with a strict JSON-schema response format (`chat.completions.parse`). Truncation, content
-filtering, refusals and empty answers come back as a `JudgeAnswer` with that finish reason;
-HTTP and transport failures raise the SDK's own exceptions (`APIStatusError`,
-`APIConnectionError`, `APITimeoutError`).
+One attempt per `generate` (max_retries=0; retry.py owns retrying). The request is the body
+`chat.completions.create` would send (posted as built, see _REQUEST_OPTIONS), whose response
+format follows `JudgeConfig.response_format`:
+
+- `json_schema`: the rubric's schema as a strict JSON-schema response format;
+- `json_object`: `{"type": "json_object", "schema": ...}` (what llama-cpp-python's server
+  enforces; others take the JSON mode and ignore the schema) with the schema in the prompt;
+- `text`: no response format, the schema in the prompt, and the first JSON object of the
+  answer taken as the answer;
+- `auto` (default): `json_schema` first; when the endpoint refuses it (a request-validation
+  error naming the response format, whatever its HTTP status) or twice in a row answers
+  with no JSON object at all, the next mode, for this and every later call of the judge.
+
+Other request parameters a server refuses as invalid (`logprobs`, `seed`, the name of the
+token limit) are dropped or renamed the same way, once; what the judge ended up sending is
+`effective()` (recorded in config.json and the run summary). Validation of the answer is
+memjudge's own (rubrics.py): the SDK's `parse()` is not used.
+
+With `logprobs` (default on), `judge_score` is the verdict's log-odds read from the answer's
+token log-probabilities (`base.verdict_log_odds`); null when the server sends none.
+
+Truncation, content filtering, refusals and empty answers come back as a `JudgeAnswer` with
+that finish reason; HTTP and transport failures raise the SDK's own exceptions. A request
+the server rejects as malformed is never retried (`is_retryable`), even as an HTTP 500.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
 from typing import Any
 
 import httpx2
 import openai
-import pydantic
+from openai._base_client import make_request_options
 from openai.lib._parsing import type_to_response_format_param
-from openai.types.chat import ChatCompletion
 
-from memjudge.errors import UsageError
+from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, parse_answer,
+    RESPONSE_FORMATS, Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, first_json_object,
+    is_request_error, is_transient_status, parse_answer, schema_prompt, verdict_log_odds,
 )
 from memjudge.retry import delay_from_headers
+from memjudge.rubrics import AnswerError, parse_json_answer
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"reasoning_effort"})
+# Alternatives per token (OpenAI's maximum; vLLM's default cap, llama.cpp has none).
+TOP_LOGPROBS = 20
+# Answers without any JSON object, in a row, after which `auto` stops trusting a mode.
+IGNORED_FORMAT_STRIKES = 2
+PREFLIGHT_TIMEOUT_S = 30.0
 
 _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
+# The request body goes out as built: `chat.completions.create()` would first walk it
+# against the SDK's TypedDicts (the rubric's JSON schema included), the largest CPU cost of
+# a request (bench/throughput.py). Same endpoint, auth, errors and timeout.
+_REQUEST_OPTIONS = make_request_options(security={"bearer_auth": True})
 
 
 class OpenAIJudge(Judge):
@@ -58,99 +89,262 @@ class OpenAIJudge(Judge):
                                        timeout=self.config.timeout_s),
             lambda c: c.close(),
         )
+        # What the endpoint accepts, learnt as the run goes (see the module docstring).
+        self.mode = RESPONSE_FORMATS[0] if config.response_format == "auto" else config.response_format
+        self._object_schema = True  # send "schema" inside a json_object response format
+        self._logprobs = config.logprobs
+        self._logprobs_seen = False
+        self._drop: set[str] = set()
+        # OpenAI itself wants max_completion_tokens (reasoning models reject max_tokens);
+        # compatible servers have long accepted max_tokens, not all the newer name.
+        self._max_name = "max_tokens" if self.base_url else "max_completion_tokens"
+        self._strikes = 0
+        self._adapted: list[str] = []
+        self.served_model: str | None = None
+        self.slots: int | None = config.server_slots
+        self._gate: asyncio.Semaphore | None = None
+        self._formats: dict[type, dict[str, Any]] = {}
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "base_url": self.base_url}
+        return {**super().identity(), "base_url": self.base_url,
+                "response_format": self.config.response_format, "logprobs": self.config.logprobs}
+
+    def effective(self) -> dict[str, Any]:
+        return {
+            "response_format": self.mode,
+            "json_object_schema": self._object_schema if self.mode == "json_object" else None,
+            "logprobs": self._logprobs,
+            "logprobs_returned": self._logprobs_seen,
+            "dropped_params": sorted(self._drop),
+            "max_tokens_param": self._max_name,
+            "adapted": list(self._adapted),
+            "served_model": self.served_model,
+            "server_slots": self.slots,
+        }
 
     def _aio(self) -> openai.AsyncOpenAI:
         return self._client.get()
 
-    def request_params(self, call: JudgeCall) -> dict[str, Any]:
+    # -- the request ------------------------------------------------------------------------
+
+    def _schema_format(self, schema: type) -> dict[str, Any]:
+        fmt = self._formats.get(schema)
+        if fmt is None:
+            # The SDK's strict conversion (additionalProperties false, every key required).
+            fmt = self._formats[schema] = type_to_response_format_param(schema)
+        return fmt
+
+    def request_params(self, call: JudgeCall, mode: str | None = None) -> dict[str, Any]:
         cfg = self.config
+        mode = mode or self.mode
+        prompt = call.prompt
+        fmt = self._schema_format(call.schema)
+        if mode != "json_schema":
+            prompt = schema_prompt(prompt, fmt["json_schema"]["schema"])
         params: dict[str, Any] = {
             "model": self.model,
             "messages": [
-                {"role": "system", "content": call.prompt.system},
-                {"role": "user", "content": call.prompt.user},
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": prompt.user},
             ],
-            "response_format": call.schema,
             "temperature": cfg.temperature,
         }
+        if mode == "json_schema":
+            params["response_format"] = fmt
+        elif mode == "json_object":
+            params["response_format"] = ({"type": "json_object", "schema": fmt["json_schema"]["schema"]}
+                                         if self._object_schema else {"type": "json_object"})
         if cfg.max_output_tokens is not None:
-            # OpenAI itself wants max_completion_tokens (reasoning models reject max_tokens);
-            # compatible servers have long accepted max_tokens, not all the newer name.
-            name = "max_tokens" if self.base_url else "max_completion_tokens"
-            params[name] = cfg.max_output_tokens
-        if cfg.seed is not None:
+            params[self._max_name] = cfg.max_output_tokens
+        if cfg.seed is not None and "seed" not in self._drop:
             params["seed"] = cfg.seed
         if "reasoning_effort" in cfg.options:
             params["reasoning_effort"] = cfg.options["reasoning_effort"]
+        if self._logprobs and "verdict" in call.schema.model_fields:
+            # Only a verdict has log-odds; servers pay for log-probabilities (llama.cpp:
+            # a sort of the vocabulary per token), so answers without one do not ask.
+            params["logprobs"] = True
+            params["top_logprobs"] = TOP_LOGPROBS
         return params
 
     def request_body(self, call: JudgeCall) -> dict[str, Any]:
         """The JSON body `generate` sends for this call (e.g. one line of a batch file)."""
-        params = self.request_params(call)
-        params["response_format"] = type_to_response_format_param(call.schema)
-        return params
+        return self.request_params(call)
+
+    def _adapt(self, exc: openai.APIStatusError, params: dict[str, Any], mode: str) -> bool:
+        """Change what we send after the server rejected a request as invalid; False when
+        there is nothing left to change (the error then stands)."""
+        text = _error_text(exc)
+        if not is_request_error(exc.status_code, text):
+            return False
+        low = text.lower()
+        if "logprobs" in params and "logprob" in low:
+            self._logprobs = False
+            self._adapted.append("logprobs off")
+            return True
+        if "seed" in params and re.search(r"\bseed\b", low):
+            self._drop.add("seed")
+            self._adapted.append("seed dropped")
+            return True
+        for name, other in (("max_completion_tokens", "max_tokens"), ("max_tokens", "max_completion_tokens")):
+            if name in params and name in low and f"{other}" not in self._adapted:
+                self._max_name = other
+                self._adapted.append(other)
+                return True
+        if "response_format" in params and re.search(r"response_format|json_schema|json_object|schema", low):
+            if self.config.response_format == "auto":
+                if self.mode == mode:  # concurrent calls see the same refusal; step down once
+                    self._step_down(mode, f"{mode} refused (HTTP {exc.status_code})")
+                return True
+            if mode == "json_object" and self._object_schema:
+                self._object_schema = False
+                self._adapted.append("json_object without schema")
+                return True
+        return False
+
+    def _step_down(self, mode: str, why: str) -> None:
+        i = RESPONSE_FORMATS.index(mode)
+        if i + 1 < len(RESPONSE_FORMATS):
+            self.mode = RESPONSE_FORMATS[i + 1]
+            self._strikes = 0
+            self._adapted.append(f"{why}: {self.mode}")
+
+    async def preflight(self) -> None:
+        """For a compatible server: can it be reached, which model does it serve (recorded in
+        `model_version` when its answers do not say), how many requests does it compute at
+        once (llama.cpp: its slots; time spent waiting for one is then not request time)."""
+        # A gate per run: an asyncio.Semaphore belongs to the event loop that used it.
+        self._gate = asyncio.Semaphore(self.slots) if self.slots is not None else None
+        if self.base_url is None:
+            return
+        client = self._aio().with_options(timeout=PREFLIGHT_TIMEOUT_S)
+        try:
+            response = await client.models.with_raw_response.list()
+            body = response.http_response.json()
+        except openai.APITimeoutError:
+            # A busy server (llama-cpp-python answers even its model list only between
+            # completions): no model list, no slot count; the answers still work.
+            return
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise MemjudgeError(f"judge {self.spec}: cannot reach {self.base_url} "
+                                f"({type(cause).__name__}: {' '.join(str(cause).split()) or 'no answer'}); is the server running?") from None
+        except (openai.APIStatusError, ValueError):
+            return  # no model list (some servers): the answers still work
+        data = [m for m in (body.get("data") or []) if isinstance(m, dict)] if isinstance(body, dict) else []
+        ids = [str(m.get("id")) for m in data if m.get("id")]
+        if self.model in ids:
+            self.served_model = self.model
+        elif len(ids) == 1:
+            self.served_model = ids[0]
+        if self.slots is None:
+            self.slots = await self._probe_slots(data)
+            if self.slots is not None:
+                self._gate = asyncio.Semaphore(self.slots)
+
+    async def _probe_slots(self, models: list[dict]) -> int | None:
+        # llama.cpp's C++ server says how many slots it has; llama-cpp-python's Python server
+        # (its model list says owned_by "me") computes one request at a time.
+        root = re.sub(r"/v1/?$", "", self.base_url or "")
+        try:
+            async with httpx2.AsyncClient(timeout=PREFLIGHT_TIMEOUT_S) as http:
+                r = await http.get(f"{root}/props")
+            if r.status_code == 200:
+                slots = r.json().get("total_slots")
+                if isinstance(slots, int) and slots >= 1:
+                    return slots
+        except (httpx2.HTTPError, ValueError, AttributeError):
+            pass
+        if models and all(m.get("owned_by") == "me" for m in models):
+            return 1
+        return None
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
-        # The raw response keeps the answer text when the SDK's parse raises (truncation,
-        # content filter, text that does not fit the schema).
-        response = await self._aio().chat.completions.with_raw_response.parse(**self.request_params(call))
-        try:
-            completion: ChatCompletion = response.parse()
-        except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
-            completion = exc.completion
-        except pydantic.ValidationError:  # the answer text does not fit the schema
-            # The SDK's own lenient construction, as its parse would have done.
-            completion = ChatCompletion.construct(**response.http_response.json())
-        answer = self.to_answer(completion, call)
-        request_id = response.headers.get("x-request-id")
-        if request_id:
-            answer.raw["request_id"] = request_id
-        return answer
+        for _ in range(len(RESPONSE_FORMATS) + 4):
+            gate = self._gate if self._gate is not None else contextlib.nullcontext()
+            try:
+                async with gate:
+                    # Read the mode once a slot is ours: a refusal seen meanwhile is not repeated.
+                    mode = self.mode
+                    params = self.request_params(call, mode)
+                    response = await self._aio().post("/chat/completions", body=params, cast_to=httpx2.Response,
+                                                      options=_REQUEST_OPTIONS)
+            except openai.APIStatusError as exc:
+                if self._adapt(exc, params, mode):
+                    continue
+                raise
+            body = response.json()
+            answer = self.to_answer(body, call, mode)
+            request_id = response.headers.get("x-request-id")
+            if request_id:
+                answer.raw["request_id"] = request_id
+            if mode != "text" and self.config.response_format == "auto" and answer.finish_reason == "stop":
+                if not _is_json(answer.text):
+                    self._strikes += 1
+                    if self._strikes >= IGNORED_FORMAT_STRIKES and self.mode == mode:
+                        self._step_down(mode, f"{mode} ignored")
+                        continue
+                else:
+                    self._strikes = 0
+            return answer
+        raise MemjudgeError(f"judge {self.spec}: the server refused every request format tried ({'; '.join(self._adapted)})")
 
-    @staticmethod
-    def to_answer(completion: ChatCompletion, call: JudgeCall) -> JudgeAnswer:
-        u = completion.usage
-        reasoning = 0
-        cached = 0
-        if u is not None:
-            reasoning = (u.completion_tokens_details.reasoning_tokens or 0) if u.completion_tokens_details else 0
-            cached = (u.prompt_tokens_details.cached_tokens or 0) if u.prompt_tokens_details else 0
+    def to_answer(self, completion: Any, call: JudgeCall, mode: str | None = None) -> JudgeAnswer:
+        """A chat completion (its JSON body, or the SDK's ChatCompletion) as a JudgeAnswer."""
+        body: dict[str, Any] = completion if isinstance(completion, dict) else completion.model_dump()
+        mode = mode or self.mode
+        u = body.get("usage") or {}
+        reasoning = int(((u.get("completion_tokens_details") or {}).get("reasoning_tokens")) or 0)
+        cached = int(((u.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0)
         # output_tokens excludes reasoning tokens, as Gemini's candidatesTokenCount excludes
         # thoughts: both providers bill output + thinking.
         usage = Usage(
-            input_tokens=u.prompt_tokens if u else 0,
-            output_tokens=max(0, (u.completion_tokens if u else 0) - reasoning),
+            input_tokens=int(u.get("prompt_tokens") or 0),
+            output_tokens=max(0, int(u.get("completion_tokens") or 0) - reasoning),
             cached_tokens=cached,
             thinking_tokens=reasoning,
         )
-        version = completion.model
-        if completion.system_fingerprint:
-            version = f"{version} ({completion.system_fingerprint})"
-        raw: dict[str, Any] = {"id": completion.id, "model": completion.model,
-                               "system_fingerprint": completion.system_fingerprint}
-        if not completion.choices:
+        model, fingerprint = body.get("model"), body.get("system_fingerprint")
+        if fingerprint:
+            version = f"{model} ({fingerprint})"
+        else:
+            # Compatible servers echo whatever model name was asked for: the model list says
+            # what is actually served.
+            version = self.served_model or model
+        raw: dict[str, Any] = {"id": body.get("id"), "model": model, "system_fingerprint": fingerprint, "response_format": mode}
+        choices = body.get("choices") or []
+        if not choices:
             return JudgeAnswer(None, "empty", usage, version, raw=raw)
-        choice = completion.choices[0]
-        message = choice.message
-        text = message.content
-        raw["finish_reason"] = choice.finish_reason
-        if message.refusal:
-            raw["refusal"] = message.refusal
+        choice = choices[0]
+        message = choice.get("message") or {}
+        text = message.get("content")
+        raw["finish_reason"] = choice.get("finish_reason")
+        if message.get("refusal"):
+            raw["refusal"] = message["refusal"]
             return JudgeAnswer(text, "safety", usage, version, raw=raw)
-        finish = _FINISH.get(choice.finish_reason, "other")
+        finish = _FINISH.get(choice.get("finish_reason"), "other")
         if finish == "stop" and not (text and text.strip()):
             finish = "empty"
+        score = verdict_log_odds(text, _openai_tokens(choice.get("logprobs"))) if finish == "stop" else None
+        if choice.get("logprobs"):
+            self._logprobs_seen = True
         parsed = None
         if finish == "stop":
-            sdk_parsed = getattr(message, "parsed", None)
-            parsed = sdk_parsed.model_dump() if sdk_parsed is not None else parse_answer(call, text)
-        return JudgeAnswer(text, finish, usage, version, parsed=parsed, raw=raw)
+            if mode == "text":
+                # Plain text: the first JSON object is the answer (prose around it is not).
+                found = first_json_object(text)
+                if found is not None and found != text:
+                    raw["answer_text"] = text
+                    text = found
+            parsed = parse_answer(call, text)
+        return JudgeAnswer(text, finish, usage, version, judge_score=score, parsed=parsed, raw=raw)
+
+    # -- errors ---------------------------------------------------------------------------
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, openai.APIStatusError):
+            if is_request_error(exc.status_code, _error_text(exc)):
+                return False  # a malformed request stays malformed (llama-cpp-python: HTTP 500)
             return is_transient_status(exc.status_code)
         # APIConnectionError covers APITimeoutError; the bare httpx2 errors should not reach
         # us, but a dropped connection is transient whoever reports it.
@@ -163,3 +357,34 @@ class OpenAIJudge(Judge):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _is_json(text: str | None) -> bool:
+    """The answer is one JSON value (a code fence around it allowed): the format was kept."""
+    try:
+        parse_json_answer(text)
+    except AnswerError:
+        return False
+    return True
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    try:
+        return exc.response.text
+    except Exception:  # a streamed or closed response: the SDK's message has the gist
+        return str(exc)
+
+
+def _openai_tokens(logprobs: Any) -> list | None:
+    """OpenAI/vLLM/llama.cpp `choices[0].logprobs.content` as (token, logprob, alternatives)."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not content:
+        return None
+    out = []
+    for t in content:
+        if not isinstance(t, dict) or not isinstance(t.get("token"), str):
+            return None
+        top = [(a["token"], a["logprob"]) for a in t.get("top_logprobs") or []
+               if isinstance(a, dict) and isinstance(a.get("token"), str) and isinstance(a.get("logprob"), (int, float))]
+        out.append((t["token"], t.get("logprob"), top))
+    return out

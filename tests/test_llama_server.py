@@ -1,0 +1,208 @@
+"""memjudge against a real OpenAI-compatible server: llama.cpp's own (`python -m
+llama_cpp.server`, from llama-cpp-python[server]) on the packaged Qwen2.5-Coder-1.5B GGUF,
+started by this module on 127.0.0.1 at a free port and stopped by it (also on failure).
+
+What it shows, through `memjudge score --judge openai:MODEL --base-url ...`:
+- `--response-format auto` ends up on `json_object` (the server refuses `json_schema` with an
+  HTTP 500 validation error), for the support and the coverage rubric; >= 95% of the support
+  verdicts are valid (coverage: see its test);
+- a rerun gives the same verdicts from the cache (zero requests);
+- the verdict's log-odds is read from the server's token log-probabilities: finite, and of
+  the verdict's sign in most rows;
+- the served model (the GGUF path from GET /v1/models) is the rows' model_version, and the
+  single slot is found (four requests in flight wait for it without timing out);
+- once the server is down, one line and exit status 2.
+
+Runtime: a few minutes on 2 idle cores (the corpus is 20 assertions of 2 simulated personas);
+much longer on a loaded one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from memjudge import cli as memjudge_cli
+from memjudge.judges import local as L
+
+# A CPU server is slow per answer, and far slower on a loaded machine: more than the suite's
+# 600 s per-test timeout (pyproject.toml) must be allowed here.
+pytestmark = [pytest.mark.model, pytest.mark.timeout(3600)]
+
+MODEL = "qwen-local"  # any name: the server echoes it; memjudge records the served one
+PERSONAS = 2
+PER_PERSONA = 10
+FACTS_PER_PERSONA = 2
+
+
+def _installed() -> bool:
+    import importlib.util
+
+    if any(importlib.util.find_spec(m) is None for m in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")):
+        return False
+    return all(importlib.util.find_spec(p) is not None for p in L.PACKAGED[L.DEFAULT_MODEL].packages)
+
+
+if not _installed():
+    pytest.skip("llama-cpp-python[server] and the packaged model (the [local] extra) are not installed",
+                allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    def __init__(self, model_path: Path, log: Path):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        threads = str(int(os.environ.get("MEMJUDGE_TEST_LLAMA_THREADS", min(2, os.cpu_count() or 1))))
+        self.cmd = [
+            sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--chat_format", "chatml",
+            "--host", "127.0.0.1", "--port", str(self.port),
+            # the coverage prompt (a source, 10 assertions, 2 facts) and its answer fit in 4096
+            "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads, "--verbose", "False",
+        ]
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 600) -> None:
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/models", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"llama_cpp.server not ready after {timeout_s:.0f} s:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    from memjudge.simulate import simulate
+
+    folder = tmp_path_factory.mktemp("llama-corpus")
+    c = simulate("paper", seed=0, personas=PERSONAS)
+    cands = c.candidates.groupby("persona_id", sort=False).head(PER_PERSONA)
+    facts = c.facts.groupby("persona_id", sort=False).head(FACTS_PER_PERSONA)[["persona_id", "fact_id", "text"]]
+    paths = {"candidates": folder / "candidates.jsonl", "sources": folder / "sources.jsonl", "facts": folder / "facts.jsonl"}
+    cands.to_json(paths["candidates"], orient="records", lines=True)
+    c.sources.to_json(paths["sources"], orient="records", lines=True)
+    facts.to_json(paths["facts"], orient="records", lines=True)
+    # A judges.toml: a single slot on a shared CI machine can take long per answer; the
+    # timeout is per request once it holds the slot (waiting for it is not counted).
+    paths["judges"] = folder / "judges.toml"
+    paths["judges"].write_text(f'[[judge]]\nspec = "openai:{MODEL}"\ntimeout_s = 900\nmax_output_tokens = 400\n')
+    return paths
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("llama-server")
+    model_path = L.packaged_model_path(L.DEFAULT_MODEL, cache_dir=folder / "model-cache")
+    srv = LlamaServer(model_path, folder / "server.log")
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.stop()
+
+
+def score(corpus, url, out: Path, cache: Path, *extra: str) -> int:
+    return memjudge_cli.main([
+        "score", str(corpus["candidates"]), "--sources", str(corpus["sources"]), "--judge", f"openai:{MODEL}",
+        "--base-url", url, "--judges-file", str(corpus["judges"]), "--concurrency", "4", "--no-progress",
+        "--out", str(out), "--cache-dir", str(cache), *extra,
+    ])
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_support_rubric_on_llama_cpp_server(server, corpus, tmp_path):
+    assert score(corpus, server.url, tmp_path / "run", tmp_path / "cache") == 0
+    labels = rows(tmp_path / "run" / "labels.jsonl")
+    n = PERSONAS * PER_PERSONA
+    assert len(labels) == n
+    valid = [r for r in labels if r["verdict"] is not None]
+    assert len(valid) >= 0.95 * n, [r["error"] for r in labels if r["verdict"] is None]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    settings = summary["judge_settings"]
+    assert settings["response_format"] == "json_object" and settings["server_slots"] == 1
+    assert settings["served_model"].endswith(".gguf")
+    assert {r["model_version"] for r in valid} == {settings["served_model"]}
+    assert summary["retries"] == 0  # the refused json_schema request is not retried; no timeouts
+
+    # log-odds from the server's token log-probabilities: finite, of the verdict's sign
+    scored = [r for r in valid if r["judge_score"] is not None]
+    assert len(scored) >= 0.9 * len(valid)
+    assert all(math.isfinite(r["judge_score"]) for r in scored)
+    agree = sum((r["judge_score"] > 0) == (r["verdict"] == "supported") for r in scored)
+    assert agree >= 0.8 * len(scored)
+
+    # a rerun into a new run directory: the same verdicts, from the cache (only a call left
+    # without a valid answer, if any, is asked again)
+    assert score(corpus, server.url, tmp_path / "again", tmp_path / "cache") == 0
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert again["cached"] == len(valid) and again["requested"] == n - len(valid)
+    second = rows(tmp_path / "again" / "labels.jsonl")
+    assert [b["verdict"] for a, b in zip(labels, second) if a["verdict"]] == [r["verdict"] for r in valid]
+    assert all(b["cached"] for a, b in zip(labels, second) if a["verdict"])
+
+
+def test_coverage_rubric_on_llama_cpp_server(server, corpus, tmp_path):
+    # The request path must work for coverage as for support (json_object, no request error,
+    # no retry). Whether the answers are complete is the model's business: the 1.5B model
+    # was seen leaving reference facts out (then re-asked twice and left null, never
+    # guessed), so the >= 95% bar is the support rubric's; here every error must be about the
+    # answer's content, none a failed request.
+    extra = ("--rubric", "coverage", "--facts", str(corpus["facts"]))
+    assert score(corpus, server.url, tmp_path / "run", tmp_path / "cache", *extra) == 0
+    cov = rows(tmp_path / "run" / "coverage.jsonl")
+    assert len(cov) == PERSONAS * FACTS_PER_PERSONA
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["judge_settings"]["response_format"] == "json_object" and summary["retries"] == 0
+    assert all(r["error"].startswith("invalid answer after") for r in cov if r["error"]), [r["error"] for r in cov]
+    valid = [r for r in cov if r["error"] is None]
+    assert all(isinstance(r["covered_by"], list) for r in valid)
+    if valid:  # what was valid comes back from the cache, the same
+        assert score(corpus, server.url, tmp_path / "again", tmp_path / "cache", *extra) == 0
+        first_ok = len({r["persona_id"] for r in valid})
+        assert json.loads((tmp_path / "again" / "summary.json").read_text())["cached"] == first_ok
+        again = {(r["persona_id"], r["fact_id"]): r["covered_by"] for r in rows(tmp_path / "again" / "coverage.jsonl")}
+        assert all(again[(r["persona_id"], r["fact_id"])] == r["covered_by"] for r in valid)
+
+
+def test_server_down_is_one_clear_line(server, corpus, tmp_path, capsys):
+    server.stop()
+    assert score(corpus, server.url, tmp_path / "run", tmp_path / "cache") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach" in err[0] and server.url in err[0], err
+    assert all(r["error"].startswith("not asked") for r in rows(tmp_path / "run" / "labels.jsonl"))
