@@ -722,7 +722,8 @@ def _file_of(server: FakeServer, lines: list) -> str | None:
     if not lines:
         return None
     store = _batches(server)
-    data = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines).encode()
+    # Raw non-ASCII, as the providers write it (JSON allows U+2028 and friends unescaped).
+    data = "".join((x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)) + "\n" for x in lines).encode()
     fid = store.next_id("file-fake")
     store.files[fid] = {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
                         "filename": "batch_output.jsonl", "purpose": "batch_output", "status": "processed", "data": data}
@@ -790,7 +791,7 @@ def openai_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) 
     if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
         return OpenAIWire.error(400, "unsupported endpoint or completion window", None, "header")
     try:
-        lines = [json.loads(x) for x in f["data"].decode().splitlines() if x.strip()]
+        lines = [json.loads(x) for x in f["data"].decode().split("\n") if x.strip()]  # "\n" only: JSON strings may hold U+2028
     except ValueError:
         return OpenAIWire.error(400, "the input file is not JSONL", None, "header")
     ids = [x.get("custom_id") for x in lines]
@@ -871,7 +872,7 @@ def gemini_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) 
         if f is None:
             return GeminiWire.error(400, f"no file {file_name}", None, "header")
         try:
-            requests = [json.loads(x) for x in f["data"].decode().splitlines() if x.strip()]
+            requests = [json.loads(x) for x in f["data"].decode().split("\n") if x.strip()]  # "\n" only: JSON strings may hold U+2028
         except ValueError:
             return GeminiWire.error(400, "the input file is not JSONL", None, "header")
     else:

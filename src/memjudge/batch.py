@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memjudge.errors import InputError, MemjudgeError, UsageError
+from memjudge.io import is_blank, jsonl_lines
 from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall
 
 STATE_FILE = "batches.json"
@@ -289,8 +290,8 @@ class _OpenAIBatches:
                 return (await self._client().files.content(fid)).content
 
             data = await call_with_retry(self.judge, download, on_retry=getattr(self, "on_retry", None))
-            for raw in data.decode("utf-8", "replace").splitlines():
-                if raw.strip():
+            for raw in jsonl_lines(data.decode("utf-8", "replace")):
+                if not is_blank(raw):
                     self._line(raw, calls, out)
         return out
 
@@ -395,8 +396,8 @@ class _GeminiBatches:
                 return await self._client().files.download(file=dest.file_name)
 
             data = await call_with_retry(self.judge, download, on_retry=getattr(self, "on_retry", None))
-            for raw in data.decode("utf-8", "replace").splitlines():
-                if raw.strip():
+            for raw in jsonl_lines(data.decode("utf-8", "replace")):
+                if not is_blank(raw):
                     self._file_line(raw, calls, out)
             return out
         responses = (dest.inlined_responses if dest is not None else None) or []

@@ -523,15 +523,16 @@ def _load_journal(path: Path) -> tuple[dict[str, dict], int]:
     lines = 0
     if not path.is_file():
         return out, lines
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            lines += 1
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
-                out[rec.pop("key")] = rec
+    with open(path, "rb") as f:
+        data = f.read()
+    for line in io.jsonl_lines(data.decode("utf-8", "replace")):
+        lines += 1
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
+            out[rec.pop("key")] = rec
     return out, lines
 
 

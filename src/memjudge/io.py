@@ -66,11 +66,25 @@ def decode_file(path: Path) -> str:
         raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x})", line) from None
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """A JSONL text's lines. Only "\n" ends a line ("\r\n" too): `str.splitlines()` also
+    breaks at U+2028, U+2029, U+0085 and others, which JSON allows raw inside strings."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def is_blank(line: str) -> bool:
+    """Nothing but JSON whitespace (str.strip() would also eat U+2028 and friends)."""
+    return not line.strip(" \t\r\n")
+
+
 def jsonl_records(path: Path):
     """(line number, object) for each non-blank line; anything but a JSON object is an error."""
     text = decode_file(path)
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
+    for n, raw in enumerate(jsonl_lines(text), start=1):
+        if is_blank(raw):
             continue
         try:
             obj = json.loads(raw)
