@@ -529,3 +529,33 @@ def test_dataframe_inputs_with_timestamps_and_missing_values(tmp_path):
     df = score(cands, sources_frame(4), ScriptedJudge(), out=tmp_path / "o", cache_dir=tmp_path / "c", progress=False)
     assert [None if pd.isna(v) else v for v in df["seen_at"]] == ["2024-01-01T00:00:00", None, "2024-03-01T00:00:00", "2024-04-01T00:00:00"]
     assert df["verdict"].notna().all()
+
+
+# ---------------------------------------------------------------------------------------
+# durability (issue 12)
+
+
+def test_journal_answers_reach_the_cache_on_every_run_and_survive_a_rewrite(tmp_path, fake_server):
+    """Item 1: a journal whose answers never reached the cache (a kill right after the last
+    answer) is copied into the cache even when no work is pending, before a run with other
+    settings rewrites that journal; without a cache the rewrite keeps the other answers."""
+    def go(out, cache, **kw):
+        return score_run(candidates_frame(N), sources_frame(N), "openai:gpt-4o-mini", base_url=fake_server.openai_base_url,
+                         out=tmp_path / out, cache_dir=tmp_path / cache if cache else None, progress=False, **kw)
+
+    go("run", "cache-1")
+    fake_server.reset()
+    r = go("run", "cache-2")  # nothing pending: every answer comes from the journal
+    assert r.summary.resumed == N and fake_server.count() == 0
+    go("run", "cache-2", temperature=0.5)  # other settings, same folder: the journal is rewritten
+    assert fake_server.count() == N
+    fake_server.reset()
+    r = go("elsewhere", "cache-2")
+    assert fake_server.count() == 0 and r.summary.cached == N
+
+    # no cache at all: a rewrite keeps the journal's other answers
+    go("nocache", None, use_cache=False)
+    go("nocache", None, use_cache=False, temperature=0.7)
+    fake_server.reset()
+    r = go("nocache", None, use_cache=False)
+    assert fake_server.count() == 0 and r.summary.resumed == N

@@ -104,6 +104,11 @@ class AnswerCache:
             for key, record in items:
                 self.set(key, record)
 
+    def missing(self, keys) -> list[str]:
+        """The keys that have no entry (one transaction: a resumed run checks thousands)."""
+        with self._cache.transact():
+            return [k for k in keys if k not in self._cache]
+
     def __contains__(self, key: str) -> bool:
         return key in self._cache
 

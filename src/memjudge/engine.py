@@ -814,6 +814,13 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
     try:
         # Reuse: this run directory's journal first, then the cache.
         journal, journal_lines = _load_journal(out_dir / JOURNAL) if write else ({}, 0)
+        if cache is not None and journal and not dry_run:
+            # Answers journaled just before a kill may not have reached the cache. All of them
+            # go there now, pending work or not and whatever settings they were asked with:
+            # the journal may be rewritten at the end of this run, and only then is that safe.
+            unsaved = cache.missing(journal)
+            if unsaved:
+                cache.set_many((k, journal[k]) for k in unsaved)
         for key, task in tasks.items():
             rec = journal.get(key)
             if rec is not None:
@@ -824,11 +831,6 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             for key, rec in found.items():
                 tasks[key].record, tasks[key].origin = rec, "cache"
         pending = [t for t in tasks.values() if t.record is None]
-        if cache is not None and pending and journal:
-            # A resumed run: answers journaled just before a kill may not have reached the cache.
-            unsaved = [(k, t.record) for k, t in tasks.items() if t.origin == "journal" and k not in cache]
-            if unsaved:
-                cache.set_many(unsaved)
 
         if dry_run:
             est_in = sum(estimate_tokens(t.call.prompt.system + "\n" + t.call.prompt.user) for t in pending)
@@ -890,7 +892,12 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             # New answers were appended as they came; rewrite only when the journal holds
             # lines this job did not use (damaged, other settings) or lacks cache hits.
             compact = summary.cached > 0 or journal_lines != summary.resumed
-            _write_outputs(out_dir, judge, rub, labels, coverage, rows, tasks if compact else None, summary, parquet=parquet, inputs=inputs,
+            kept = None
+            if compact:
+                kept = {k: t.record for k, t in tasks.items() if t.record is not None}
+                if cache is None:  # the journal is then the only copy of other jobs' answers
+                    kept = {**{k: v for k, v in journal.items() if k not in tasks}, **kept}
+            _write_outputs(out_dir, judge, rub, labels, coverage, rows, kept, summary, parquet=parquet, inputs=inputs,
                            replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache else None, use_cache=use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if write:
@@ -901,17 +908,18 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             cache.close()
 
 
-def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, tasks, summary, *, parquet, inputs, replicates,
+def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, summary, *, parquet, inputs, replicates,
                    judges_file, argv, cache_dir, use_cache) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
     _write_text(out_dir / f"{name}.jsonl", "".join(map(_json_line, rows)))
     if parquet:
         _to_parquet(frame, out_dir / f"{name}.parquet")
-    # The journal keeps exactly the valid answers of this job (it is the run's own memory
-    # when the cache is cleared or elsewhere); written atomically like the outputs.
-    if tasks is not None:  # None: the journal already holds exactly these answers
-        _write_text(out_dir / JOURNAL, "".join(_json_line({"key": k, **t.record}) for k, t in tasks.items() if t.record is not None))
+    # The journal keeps the valid answers of this job (it is the run's own memory when the
+    # cache is cleared or elsewhere); written atomically like the outputs. Its other answers
+    # were copied into the cache when the run began (without a cache, `kept` holds them).
+    if kept is not None:  # None: the journal already holds exactly these answers
+        _write_text(out_dir / JOURNAL, "".join(_json_line({"key": k, **rec}) for k, rec in kept.items()))
     from memjudge import __version__
 
     config = {
