@@ -925,7 +925,7 @@ def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, r
     config = {
         "memjudge_version": __version__,
         "command": argv,
-        "judge": {**judge.identity(), "simulated": bool(judge.simulated), "config": judge.config.model_dump(mode="json")},
+        "judge": {**judge.identity(), "endpoint": judge.endpoint, "simulated": bool(judge.simulated), "config": judge.config.model_dump(mode="json")},
         "rubric": rub.describe(),
         "replicates": replicates,
         "inputs": {k: ({"path": v, "sha256": _file_digest(v)} if v else None) for k, v in inputs.items()},

@@ -126,6 +126,15 @@ def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
         return None
 
 
+def normalise_base_url(url: str | None) -> str | None:
+    """One spelling per endpoint: surrounding blanks and trailing slashes do not make a new
+    one (`…/v1` and `…/v1/` are the same server). Empty is no URL."""
+    if url is None:
+        return None
+    url = str(url).strip().rstrip("/")
+    return url or None
+
+
 # Statuses worth asking again (with 5xx): timeout, conflict, rate limit. 400/401/403/404 are not.
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
 
@@ -178,13 +187,18 @@ class Judge(ABC):
     def model(self) -> str:
         return self.config.model
 
+    @property
+    def endpoint(self) -> str | None:
+        """The server this judge asks (None: it asks none). Reported in config.json."""
+        return normalise_base_url(self.config.base_url)
+
     def identity(self) -> dict[str, Any]:
         """Everything about the judge that changes its answers (part of the cache key).
         Never includes an API key."""
         return {
             "spec": self.spec,
             "model": self.model,
-            "base_url": self.config.base_url,
+            "base_url": normalise_base_url(self.config.base_url),
             "params": self.config.generation_params(),
         }
 

@@ -18,11 +18,14 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, parse_answer,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, normalise_base_url,
+    parse_answer,
 )
 from memjudge.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"  # honoured by google-genai itself
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"  # the SDK's own default
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"thinking_level"})
 
@@ -54,9 +57,13 @@ class GeminiJudge(Judge):
         self.check_options(OPTIONS)
         if config.thinking_budget is not None and "thinking_level" in config.options:
             raise UsageError(f"{config.spec}: set thinking_budget or options.thinking_level, not both")
+        # Resolved here, not by the SDK, so that identity() (the cache key) names the server
+        # actually asked; None stands for Google's own endpoint, as it always has in the key.
+        url = normalise_base_url(config.base_url or os.environ.get(BASE_URL_VAR))
+        self.base_url = None if url == DEFAULT_BASE_URL else url
         self._api_key = next((os.environ[v] for v in KEY_VARS if os.environ.get(v)), None)
         if self._api_key is None:
-            if config.base_url is None:
+            if self.base_url is None:
                 raise UsageError(f"{config.spec}: set GEMINI_API_KEY (or GOOGLE_API_KEY) to use Gemini")
             # A Gemini-compatible endpoint that needs no key; the SDK insists on one.
             self._api_key = "EMPTY"
@@ -66,12 +73,19 @@ class GeminiJudge(Judge):
         return genai.Client(
             api_key=self._api_key,
             http_options=types.HttpOptions(
-                base_url=self.config.base_url,
+                base_url=self.endpoint,  # always named, so the environment cannot override it
                 api_version="v1beta",
                 timeout=int(self.config.timeout_s * 1000),
                 retry_options=types.HttpRetryOptions(attempts=1),
             ),
         )
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or DEFAULT_BASE_URL
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "base_url": self.base_url}
 
     def _aio(self):
         return self._client.get().aio

@@ -22,12 +22,14 @@ from openai.types.chat import ChatCompletion
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, parse_answer,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, normalise_base_url,
+    parse_answer,
 )
 from memjudge.retry import delay_from_headers
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's own default
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"reasoning_effort"})
 
@@ -44,8 +46,10 @@ class OpenAIJudge(Judge):
             raise UsageError(f"{config.spec}: thinking_budget is a Gemini setting; "
                              "use options.reasoning_effort for OpenAI reasoning models")
         # Resolved here, not by the SDK, so that identity() (the cache key) names the server
-        # actually asked.
-        self.base_url = config.base_url or os.environ.get(BASE_URL_VAR) or None
+        # actually asked. None stands for OpenAI itself, however it is spelled: the key of
+        # the usual case stays what it has always been.
+        url = normalise_base_url(config.base_url or os.environ.get(BASE_URL_VAR))
+        self.base_url = None if url == DEFAULT_BASE_URL else url
         self._api_key = os.environ.get(KEY_VAR) or None
         if self._api_key is None:
             if self.base_url is None:
@@ -54,10 +58,15 @@ class OpenAIJudge(Judge):
             # Compatible servers (vLLM, Ollama, llama.cpp) accept any key; the SDK needs one.
             self._api_key = "EMPTY"
         self._client = LoopBoundClient(
-            lambda: openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0,
+            # Always named: left to the SDK, OPENAI_BASE_URL could override an explicit default.
+            lambda: openai.AsyncOpenAI(api_key=self._api_key, base_url=self.endpoint, max_retries=0,
                                        timeout=self.config.timeout_s),
             lambda c: c.close(),
         )
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or DEFAULT_BASE_URL
 
     def identity(self) -> dict[str, Any]:
         return {**super().identity(), "base_url": self.base_url}
