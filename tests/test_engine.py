@@ -264,9 +264,13 @@ def test_rate_limiter_spacing_and_token_budget():
     starts = asyncio.run(go(RateLimiter(rpm=120, clock=lambda: now[0], sleep=sleep), 5, 0))
     assert starts == pytest.approx([0.0, 0.5, 1.0, 1.5, 2.0])
     now[0] = 0.0
-    # 600 tokens a minute, 200 per call: three at once, then one every 20 s
+    # 600 tokens a minute, 200 per call: one every 20 s from the first on (no full bucket to burst)
     starts = asyncio.run(go(RateLimiter(tpm=600, clock=lambda: now[0], sleep=sleep), 5, 200))
-    assert starts == pytest.approx([0.0, 0.0, 0.0, 20.0, 40.0])
+    assert starts == pytest.approx([0.0, 20.0, 40.0, 60.0, 80.0])
+    now[0] = 0.0
+    # a request over the whole budget goes out, and the next one waits until it is paid back
+    starts = asyncio.run(go(RateLimiter(tpm=600, clock=lambda: now[0], sleep=sleep), 2, 900))
+    assert starts == pytest.approx([0.0, 90.0])
 
 
 def test_judges_file_supplies_settings_and_flags_override(tmp_path, capsys):
@@ -559,3 +563,58 @@ def test_journal_answers_reach_the_cache_on_every_run_and_survive_a_rewrite(tmp_
     fake_server.reset()
     r = go("nocache", None, use_cache=False)
     assert fake_server.count() == 0 and r.summary.resumed == N
+
+
+def _window_loads(times: list[float], weights: list[float], window_s: float) -> list[tuple[float, float]]:
+    """For each request (sorted by arrival), what the closed window [t, t + window_s] that
+    starts at its arrival holds: (total weight, largest single weight)."""
+    pairs = sorted(zip(times, weights))
+    out = []
+    for i, (t, _) in enumerate(pairs):
+        inside = [w for u, w in pairs[i:] if u <= t + window_s]
+        out.append((sum(inside), max(inside)))
+    return out
+
+
+def test_rate_limits_hold_at_the_server_with_retries_and_reasks(tmp_path, fake_server, monkeypatch):
+    """Item 4: every request, retries after a 429 and re-asks included, goes through the
+    limiter, and the token budget does not start full: counted at the fake server, no window
+    holds more than the limit plus one request. Windows of 2 s stand in for minutes."""
+    import memjudge.ratelimit
+    from memjudge.engine import estimate_tokens
+    from memjudge.rubrics import load_rubric
+
+    window = 2.0
+    monkeypatch.setattr(memjudge.ratelimit, "WINDOW_S", window)
+    n = 6
+    texts = candidates_frame(n)["text"].tolist()
+
+    def go(out, **limits):
+        judge = JudgeConfig(spec="openai:gpt-4o-mini", base_url=fake_server.openai_base_url, retry_initial_s=0.01, **limits)
+        return score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / out, cache_dir=tmp_path / out / "cache", progress=False)
+
+    # requests per window: 3 items rate-limited once (Retry-After 10 ms), 1 re-asked once
+    for t in texts[:3]:
+        fake_server.enqueue(Fault.rate_limit(0.01), times=1, contains=t + "\n")
+    fake_server.enqueue(Fault.malformed_answer(), times=1, contains=texts[3] + "\n")
+    # per 2-second window: one start every 0.5 s, ample next to the ~0.1 s between a start
+    # and the server's clock (what makes "plus one request" hold at the server too)
+    rpm = 4
+    s = go("rpm", rpm=rpm).summary
+    assert s.errors == 0 and s.retries == 3 and s.reasks == 1
+    times = [r.time for r in fake_server.requests]
+    assert len(times) == n + 3 + 1
+    worst = max(count for count, _ in _window_loads(times, [1] * len(times), window))
+    assert worst <= rpm + 1, worst
+
+    # tokens per window, from the first request on (no full bucket at the start)
+    fake_server.reset()
+    expected_out = load_rubric("support").expected_output_tokens
+    per_request = estimate_tokens(load_rubric("support").render_support(source="x", assertion="y").system) + expected_out
+    tpm = 3 * per_request  # about three requests' worth per window
+    s = go("tpm", tpm=tpm).summary
+    assert s.errors == 0
+    reqs = fake_server.requests
+    tokens = [estimate_tokens(r.system + r.user) + expected_out for r in reqs]  # what the limiter charges
+    for total, largest in _window_loads([r.time for r in reqs], tokens, window):
+        assert total - largest <= tpm, (total, largest, tpm)

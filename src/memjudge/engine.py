@@ -368,13 +368,15 @@ class _Job:
             if attempt:
                 self.reasks += 1
                 current = reask_call(call, last_problem)
-            if self.limiter is not None and self.limiter.active:
-                p = current.prompt
-                await self.limiter.acquire(estimate_tokens(p.system + p.user) + self.rubric.expected_output_tokens)
+            tokens = estimate_tokens(current.prompt.system + current.prompt.user) + self.rubric.expected_output_tokens
             t0 = time.perf_counter()
             self.requests += 1
             try:
-                async def attempt_once(c=current):  # a coroutine function, so tenacity awaits it
+                async def attempt_once(c=current, tokens=tokens):  # a coroutine function, so tenacity awaits it
+                    # Every attempt, each retry included, waits for the limiter: a provider
+                    # counts the requests that were refused as well.
+                    if self.limiter is not None and self.limiter.active:
+                        await self.limiter.acquire(tokens)
                     return await self.judge.generate(c)
 
                 answer = await call_with_retry(self.judge, attempt_once, on_retry=self._on_retry)
@@ -440,6 +442,7 @@ class _Job:
                     abort.append(self.last_failure or "requests failed")
 
         n = max(1, min(self.judge.config.concurrency, len(queue)))
+        await self.judge.prepare()
         try:
             if bar is not None:
                 bar.start()

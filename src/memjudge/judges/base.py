@@ -228,5 +228,10 @@ class Judge(ABC):
         prefixes (provider caches, the local judge's KV cache) be reused."""
         return (call.item.get("persona_id", ""), call.rubric, call.item.get("assertion_id", ""), call.replicate)
 
+    async def prepare(self) -> None:
+        """Do now the slow first-request work (building SDK clients blocks the event loop for
+        a tenth of a second): the engine calls it before the rate limiter times requests, so
+        the spacing it grants is the spacing the server sees."""
+
     async def aclose(self) -> None:
         """Release clients and sockets."""

@@ -166,5 +166,8 @@ class GeminiJudge(Judge):
         response = getattr(exc, "response", None)
         return delay_from_headers(getattr(response, "headers", None))
 
+    async def prepare(self) -> None:
+        self._aio().models  # the SDK builds its API modules lazily
+
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -170,5 +170,8 @@ class OpenAIJudge(Judge):
             return delay_from_headers(exc.response.headers)
         return None
 
+    async def prepare(self) -> None:
+        self._aio().chat.completions.with_raw_response  # the SDK imports its resources lazily
+
     async def aclose(self) -> None:
         await self._client.aclose()
