@@ -70,7 +70,9 @@ class Fault:
     whose answer text is not JSON), "safety" (Gemini finishReason SAFETY / OpenAI
     content_filter), "prompt_blocked" (Gemini promptFeedback.blockReason; OpenAI
     content_filter), "truncated" (Gemini MAX_TOKENS / OpenAI length, with half an answer),
-    "empty" (finish STOP with no text).
+    "empty" (finish STOP with no text), "trickle" (a normal answer whose body is sent one byte
+    every `delay_s` seconds: each read is quick, the whole response is not), "foreign_body"
+    (HTTP 200 with a JSON body that is not the provider's format).
     """
 
     kind: str
@@ -81,7 +83,7 @@ class Fault:
 
     KINDS = (
         "ok", "status", "drop", "hang", "malformed_body", "malformed_answer", "safety",
-        "prompt_blocked", "truncated", "empty",
+        "prompt_blocked", "truncated", "empty", "trickle", "foreign_body",
     )
 
     def __post_init__(self):
@@ -143,6 +145,14 @@ class Fault:
     @classmethod
     def empty(cls) -> Fault:
         return cls("empty")
+
+    @classmethod
+    def trickle(cls, interval_s: float = 0.05) -> Fault:
+        return cls("trickle", delay_s=interval_s)
+
+    @classmethod
+    def foreign_body(cls) -> Fault:
+        return cls("foreign_body")
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -219,6 +229,7 @@ class Reply:
     body: Any = None  # dict/list → JSON; bytes/str sent as is
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
+    trickle_s: float | None = None  # send the body one byte at a time, this far apart
 
 
 Handler = Callable[["FakeServer", RecordedRequest, Fault], Reply]
@@ -1038,6 +1049,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
         head += [f"{k}: {v}" for k, v in reply.headers.items() if k.lower() != "content-type"]
         if self.close_connection:
             head.append("Connection: close")
+        if reply.trickle_s:
+            self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            self.wfile.flush()
+            for i in range(len(data)):
+                if self.server.fake._stopping.wait(reply.trickle_s):
+                    self.close_connection = True
+                    break
+                self.wfile.write(data[i:i + 1])  # a client that gave up makes this raise BrokenPipe
+                self.wfile.flush()
+            return
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
 
 
@@ -1206,6 +1227,12 @@ class FakeServer:
             return wire.error(fault.status, f"fake {fault.status} error", fault.delay_s, fault.where)
         if fault.kind == "malformed_body":
             return Reply(200, b'{"candidates": [{"content": {"parts": [{"text": "unterminated', {})
+        if fault.kind == "foreign_body":  # e.g. a captive portal or a misrouted proxy
+            return Reply(200, {"status": "ok", "message": "hello from a server that is not the provider"})
+        if fault.kind == "trickle":
+            reply = route.handler(self, req, Fault("ok"))
+            reply.trickle_s = fault.delay_s or 0.05
+            return reply
         if (req.json is None and req.method in ("POST", "PUT", "PATCH") and route.provider in WIRES
                 and not getattr(route.handler, "accepts_any_body", False)):
             return WIRES[route.provider].error(400, "request body is not JSON", None, "header")

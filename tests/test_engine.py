@@ -618,3 +618,20 @@ def test_rate_limits_hold_at_the_server_with_retries_and_reasks(tmp_path, fake_s
     tokens = [estimate_tokens(r.system + r.user) + expected_out for r in reqs]  # what the limiter charges
     for total, largest in _window_loads([r.time for r in reqs], tokens, window):
         assert total - largest <= tpm, (total, largest, tpm)
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "gemini:gemini-2.5-flash"])
+def test_timeout_bounds_the_whole_request_and_a_trickle_is_retried(tmp_path, fake_server, spec):
+    """Item 5: a body trickled one byte every 50 ms never trips a read timeout, but it is past
+    `timeout_s` as a whole: a timeout, retried like one; and a row error when it persists."""
+    n = 4
+    texts = candidates_frame(n)["text"].tolist()
+    fake_server.enqueue(Fault.trickle(0.05), times=1, contains=texts[0] + "\n")  # then a normal answer
+    fake_server.enqueue(Fault.trickle(0.05), times=None, contains=texts[1] + "\n")
+    base = fake_server.openai_base_url if spec.startswith("openai") else fake_server.url
+    judge = JudgeConfig(spec=spec, base_url=base, timeout_s=1.0, max_attempts=2, retry_initial_s=0.01)
+    r = score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    rows = r.labels.set_index("assertion_id")
+    assert rows.loc["a000", "verdict"] == "unsupported" and rows.loc["a000", "error"] is None  # the retry answered
+    assert rows.loc["a001", "verdict"] is None and "timeout_s = 1 s" in rows.loc["a001", "error"]
+    assert r.summary.retries == 2 and fake_server.count(fault="trickle") == 3 and fake_server.count() == n + 2

@@ -34,6 +34,7 @@ from memjudge import io
 from memjudge.cache import AnswerCache, cache_key
 from memjudge.errors import InputError, MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
+from memjudge.judges.base import RequestTimeout
 from memjudge.ratelimit import RateLimiter
 from memjudge.rubrics import AnswerError, Rubric, evidence_found, load_rubric
 
@@ -377,7 +378,14 @@ class _Job:
                     # counts the requests that were refused as well.
                     if self.limiter is not None and self.limiter.active:
                         await self.limiter.acquire(tokens)
-                    return await self.judge.generate(c)
+                    if not self.judge.network:
+                        return await self.judge.generate(c)
+                    timeout_s = self.judge.config.timeout_s
+                    try:
+                        async with asyncio.timeout(timeout_s):
+                            return await self.judge.generate(c)
+                    except TimeoutError as e:
+                        raise RequestTimeout(f"no complete response within timeout_s = {timeout_s:g} s") from e
 
                 answer = await call_with_retry(self.judge, attempt_once, on_retry=self._on_retry)
             except asyncio.CancelledError:

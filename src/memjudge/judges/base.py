@@ -170,11 +170,19 @@ class LoopBoundClient:
 FINISH_REASONS = ("stop", "length", "safety", "empty", "other")
 
 
+class RequestTimeout(TimeoutError):
+    """No complete response within `timeout_s`: connecting, waiting and reading together.
+    The SDKs' own timeouts bound each read, so a body trickled byte by byte never trips them."""
+
+
 class Judge(ABC):
     """Base class of every provider. Subclasses set `prefix` and implement `generate`."""
 
     prefix: ClassVar[str]
     simulated: ClassVar[bool] = False
+    # Requests go over the network: each attempt is bounded by `timeout_s` as a whole. (The
+    # local judge's first call loads a model for minutes, and it waits its turn on one CPU.)
+    network: ClassVar[bool] = False
 
     def __init__(self, config: JudgeConfig):
         self.config = config

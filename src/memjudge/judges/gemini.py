@@ -51,6 +51,7 @@ def _name(value: Any) -> str | None:
 
 class GeminiJudge(Judge):
     prefix = "gemini"
+    network = True
 
     def __init__(self, config: JudgeConfig):
         super().__init__(config)

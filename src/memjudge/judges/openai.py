@@ -38,6 +38,7 @@ _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
 
 class OpenAIJudge(Judge):
     prefix = "openai"
+    network = True
 
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
