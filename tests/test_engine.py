@@ -635,3 +635,22 @@ def test_timeout_bounds_the_whole_request_and_a_trickle_is_retried(tmp_path, fak
     assert rows.loc["a000", "verdict"] == "unsupported" and rows.loc["a000", "error"] is None  # the retry answered
     assert rows.loc["a001", "verdict"] is None and "timeout_s = 1 s" in rows.loc["a001", "error"]
     assert r.summary.retries == 2 and fake_server.count(fault="trickle") == 3 and fake_server.count() == n + 2
+
+
+def test_retry_after_beyond_retry_max_is_honoured_up_to_its_own_maximum(tmp_path, fake_server):
+    """Item 6: a Retry-After longer than retry_max_s is waited in full, not cut to
+    retry_max_s; one longer than retry_after_max_s is not retried early but reported."""
+    n = 3
+    texts = candidates_frame(n)["text"].tolist()
+    fake_server.enqueue(Fault.rate_limit(0.6), times=1, contains=texts[0] + "\n")
+    fake_server.enqueue(Fault.rate_limit(30), times=None, contains=texts[1] + "\n")
+    judge = JudgeConfig(spec="openai:gpt-4o-mini", base_url=fake_server.openai_base_url, retry_initial_s=0.01,
+                        retry_max_s=0.05, retry_after_max_s=5)
+    r = score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    rows = r.labels.set_index("assertion_id")
+    first, again = [q.time for q in fake_server.requests if texts[0] + "\n" in q.user]
+    assert again - first >= 0.6  # the server's delay, not retry_max_s (asyncio never wakes early)
+    assert rows.loc["a000", "error"] is None and rows.loc["a000", "verdict"] == "unsupported"
+    assert sum(texts[1] + "\n" in q.user for q in fake_server.requests) == 1  # not hammered early
+    assert rows.loc["a001", "verdict"] is None
+    assert "asked to wait 30 s" in rows.loc["a001", "error"] and "retry_after_max_s = 5 s" in rows.loc["a001", "error"]

@@ -37,7 +37,10 @@ class JudgeConfig(BaseModel):
     # Retrying (retry.py): not generation parameters, so not part of the cache key.
     max_attempts: int = Field(8, ge=1)
     retry_initial_s: float = Field(1.0, ge=0)
-    retry_max_s: float = Field(60.0, ge=0)
+    retry_max_s: float = Field(60.0, ge=0)  # cap of our own backoff; a server's delay is honoured beyond it
+    # A server asking for a longer wait than this (Retry-After, RetryInfo) is not retried: the
+    # row says so and a rerun asks again.
+    retry_after_max_s: float = Field(600.0, ge=0)
     # Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...).
     options: dict[str, Any] = Field(default_factory=dict)
 
