@@ -429,7 +429,22 @@ def synthesize(schema: Any, root: dict | None = None, hints: dict[str, Any] | No
 
 
 def _listed(block: str | None) -> list[tuple[str, str]]:
-    return re.findall(r"^\[(.+?)\] (.*)$", block or "", flags=re.M)
+    """(id, text) of a list block's entries: one JSON object per line, as memjudge's rubrics
+    render them, or `[id] text` lines."""
+    out = []
+    for line in (block or "").split("\n"):
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "id" in obj:
+                out.append((str(obj["id"]), str(obj.get("text", ""))))
+        else:
+            m = re.match(r"^\[(.+?)\] (.*)$", line)
+            if m:
+                out.append((m.group(1), m.group(2)))
+    return out
 
 
 def _norm(text: str) -> str:

@@ -436,7 +436,7 @@ def coverage_answer_fn(mode="ok"):
 
     def block_lines(user, name):
         m = re.search(rf"<<<{name}\n(.*?)\n?{name}>>>", user, re.DOTALL)
-        return re.findall(r"^\[(.+?)\] (.*)$", m.group(1), re.MULTILINE) if m else []
+        return [(e["id"], e["text"]) for e in map(json.loads, m.group(1).split("\n"))] if m else []
 
     def fn(server, req):
         user = req.user or ""
