@@ -654,3 +654,62 @@ def test_retry_after_beyond_retry_max_is_honoured_up_to_its_own_maximum(tmp_path
     assert sum(texts[1] + "\n" in q.user for q in fake_server.requests) == 1  # not hammered early
     assert rows.loc["a001", "verdict"] is None
     assert "asked to wait 30 s" in rows.loc["a001", "error"] and "retry_after_max_s = 5 s" in rows.loc["a001", "error"]
+
+
+def test_rubric_name_cannot_steer_the_default_output_folder(tmp_path, fake_server, monkeypatch, capsys):
+    """Item 8: a rubric's name becomes part of one folder name under runs/, never a path."""
+    from memjudge.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
+
+    cand, src = write_inputs(tmp_path, n=4)
+    text = (ROOT / "rubrics" / "support.toml").read_text(encoding="utf-8").replace('name = "support"', 'name = "../../../escaped"')
+    rubric = tmp_path / "evil.toml"
+    rubric.write_text(text, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url",
+                              fake_server.openai_base_url, "--rubric", str(rubric), "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    written = [p for p in tmp_path.rglob("labels.jsonl")]
+    assert len(written) == 1 and written[0].parent.parent == work / "runs", written
+    assert not (tmp_path / "escaped").exists() and not (work / "escaped").exists()
+
+
+@pytest.mark.parametrize("planted", ["labels.jsonl.tmp", "journal.jsonl", "journal.jsonl.tmp", "config.json.tmp",
+                                     "summary.json.tmp", "labels.parquet.tmp"])
+def test_a_planted_symlink_in_the_run_folder_is_never_followed(tmp_path, fake_server, capsys, planted):
+    """Item 8: a link someone planted at a file memjudge writes in a run folder makes the run
+    stop with one line, before any request, and the file it points at is left alone."""
+    cand, src = write_inputs(tmp_path, n=4)
+    out = tmp_path / "run"
+    out.mkdir()
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+    (out / planted).symlink_to(victim)
+    code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url",
+                              fake_server.openai_base_url, "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
+                              "--no-progress", "--parquet"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and str(out / planted) in err and "symbolic link" in err, err
+    assert victim.read_text() == "precious\n" and fake_server.count() == 0
+
+
+def test_a_link_planted_during_a_run_is_not_followed_either(tmp_path, monkeypatch):
+    """Item 8: the check is repeated where the file is opened (O_NOFOLLOW), for a link planted
+    after the run began: here at labels.jsonl.tmp while the judge is answering."""
+    out = tmp_path / "run"
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+
+    def script(call, n):
+        if not (out / "labels.jsonl.tmp").is_symlink():
+            (out / "labels.jsonl.tmp").symlink_to(victim)
+        return support_answer(call)
+
+    with pytest.raises(UsageError, match="symbolic link"):
+        run(ScriptedJudge(script=script), tmp_path, n=4)
+    assert victim.read_text() == "precious\n"
+    j = ScriptedJudge()
+    (out / "labels.jsonl.tmp").unlink()
+    r = run(j, tmp_path, n=4)  # once removed, the answers were all kept: nothing asked again
+    assert j.requests == 0 and r.summary.resumed == 4

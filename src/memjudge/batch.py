@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memjudge.errors import InputError, MemjudgeError, UsageError
-from memjudge.io import is_blank, jsonl_lines
+from memjudge.io import is_blank, jsonl_lines, open_private
 from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall
 
 STATE_FILE = "batches.json"
@@ -155,7 +155,8 @@ class BatchState:
         if not path.is_file():
             return cls(path, {"version": STATE_VERSION, "judge": None, "invocations": 0, "jobs": []})
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            with open_private(path, "r") as f:
+                data = json.loads(f.read())
         except (OSError, ValueError) as e:
             raise InputError(str(path), f"cannot read the batch state: {e}") from None
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION or not isinstance(data.get("jobs"), list):
@@ -171,7 +172,7 @@ class BatchState:
         leaves the previous or the new state, never half of one."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open_private(tmp, "w") as f:
             json.dump(self.data, f, separators=(",", ":"))
             f.flush()
             os.fsync(f.fileno())
@@ -183,7 +184,7 @@ class _RunLock:
 
     def __init__(self, run_dir: Path):
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.f = open(run_dir / LOCK_FILE, "w")
+        self.f = open_private(run_dir / LOCK_FILE, "w")
         try:
             fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -233,9 +233,22 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _path_part(name: str) -> str:
+    """A name (judge spec, rubric name) as part of one file name: no separators, no way up."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[:100] or "_"
+
+
 def default_out_dir(judge_spec: str, rubric_name: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", judge_spec).strip("_")
-    return Path("runs") / f"{safe}-{rubric_name}"
+    return Path("runs") / f"{_path_part(judge_spec)}-{_path_part(rubric_name)}"
+
+
+def run_files(out_dir: Path) -> list[Path]:
+    """Files of a run folder that memjudge opens for writing (or reads back as its own)."""
+    names = [JOURNAL, "labels.jsonl", "coverage.jsonl", "labels.parquet", "coverage.parquet", "config.json", "summary.json"]
+    from memjudge.batch import LOCK_FILE, STATE_FILE
+
+    names += [STATE_FILE, LOCK_FILE]
+    return [out_dir / JOURNAL, out_dir / STATE_FILE, out_dir / LOCK_FILE] + [out_dir / f"{n}.tmp" for n in names]
 
 
 # ---------------------------------------------------------------------------------------
@@ -282,9 +295,9 @@ class _Job:
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / JOURNAL
+        self._journal = io.open_private(path, "a")
         # A kill can leave a last line without its newline; start ours on a fresh line.
-        needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-        self._journal = open(path, "a", encoding="utf-8")
+        needs_newline = self._journal.tell() > 0 and not _ends_with_newline(path)
         if needs_newline:
             self._journal.write("\n")
             self._journal.flush()
@@ -527,14 +540,20 @@ def _check_coverage(answer: dict, ctx: dict) -> dict:
     return {**answer, "facts": out}
 
 
+def _ends_with_newline(path: Path) -> bool:
+    with io.open_private(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
 def _load_journal(path: Path) -> tuple[dict[str, dict], int]:
     """key → record of every valid answer in the journal, and the number of lines; a damaged
     line (a kill mid-write) is skipped, it is asked again."""
     out: dict[str, dict] = {}
     lines = 0
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return out, lines
-    with open(path, "rb") as f:
+    with io.open_private(path, "rb") as f:
         data = f.read()
     for line in io.jsonl_lines(data.decode("utf-8", "replace")):
         lines += 1
@@ -574,9 +593,11 @@ def _lenient(obj):
 def _to_parquet(frame: pd.DataFrame, path: Path) -> None:
     """Parquet wants one type per column; an extra column mixing types (JSON allows it) is
     written as text rather than failing after the judging is done."""
-    tmp = path.with_name(path.name + ".tmp")
+    import io as _bytes_io
+
+    buf = _bytes_io.BytesIO()
     try:
-        frame.to_parquet(tmp, index=False)
+        frame.to_parquet(buf, index=False)
     except Exception:  # pyarrow's type errors come in several classes
         fixed = frame.copy()
         for col in fixed.columns:
@@ -584,15 +605,14 @@ def _to_parquet(frame: pd.DataFrame, path: Path) -> None:
                 kinds = {type(v) for v in fixed[col] if v is not None}
                 if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
                     fixed[col] = [None if v is None else (v if isinstance(v, str) else json.dumps(_lenient(v), ensure_ascii=False)) for v in fixed[col]]
-        fixed.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+        buf = _bytes_io.BytesIO()
+        fixed.to_parquet(buf, index=False)
+    io.write_atomic(path, buf.getvalue())  # pyarrow would follow a link planted at PATH.tmp
 
 
 def _write_text(path: Path, text: str) -> None:
     """Atomically: a reader (or a kill) never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    io.write_atomic(path, text)
 
 
 # ---------------------------------------------------------------------------------------
@@ -821,6 +841,9 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 slots.append((add(prompt, item, r), pid, r))
 
     out_dir = Path(out) if out is not None else default_out_dir(judge.spec, rub.name)
+    if write:
+        # Before any paid request: a planted link would make us write wherever it points.
+        io.refuse_links(run_files(out_dir))
     cache = AnswerCache(cache_dir) if use_cache else None
     try:
         # Reuse: this run directory's journal first, then the cache.

@@ -8,6 +8,7 @@ DataFrame or raises `InputError` naming the file and the 1-based line (for Parqu
 from __future__ import annotations
 
 import csv
+import errno
 import io as _io
 import json
 import math
@@ -18,7 +19,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from memjudge.errors import InputError
+from memjudge.errors import InputError, UsageError
 
 LINE = "_line"
 EXTENSIONS = (".jsonl", ".csv", ".parquet")
@@ -456,6 +457,48 @@ def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------
+# files in run folders: written atomically, never through a link someone else planted
+
+
+def _refuse_link(path: Path) -> UsageError:
+    return UsageError(f"{path} is a symbolic link; memjudge does not follow a link it did not create in a run folder: remove it")
+
+
+def open_private(path, mode: str = "w"):
+    """`open(path, mode)` that refuses to follow a symbolic link at `path` (O_NOFOLLOW): a
+    link planted at a run folder's journal or temporary file would make memjudge write
+    wherever it points. Modes: r, rb, w, wb, a, ab."""
+    path = Path(path)
+    base = mode.replace("b", "")
+    flags = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND}[base]
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP or path.is_symlink():
+            raise _refuse_link(path) from None
+        raise
+    return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
+
+
+def refuse_links(paths) -> None:
+    """UsageError for the first of `paths` that is a symbolic link (checked before any paid
+    request; `open_private` checks again when the file is opened)."""
+    for p in paths:
+        if Path(p).is_symlink():
+            raise _refuse_link(Path(p))
+
+
+def write_atomic(path, data: str | bytes) -> None:
+    """Write through `PATH.tmp` and rename, so a reader (or a kill) never sees half a file;
+    a link at PATH itself is replaced, not followed."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open_private(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------
 # writers and JSON
 
 
@@ -491,16 +534,14 @@ def write_json(path, obj) -> None:
     """Write atomically, so a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dumps(obj, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, dumps(obj, indent=2) + "\n")
 
 
 def write_jsonl(path, rows: Iterable[dict]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    tmp = path.with_name(path.name + ".tmp")
+    with open_private(tmp, "w") as f:
         for r in rows:
             f.write(dumps(r) + "\n")
     os.replace(tmp, path)

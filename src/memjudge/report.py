@@ -1340,8 +1340,6 @@ def report(run_dir, formats: str | Sequence[str] = FORMATS, out_dir=None, dpi: i
 
 
 def _write(path: Path, text: str) -> None:
-    import os
+    from memjudge.io import write_atomic
 
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)
