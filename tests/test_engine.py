@@ -713,3 +713,25 @@ def test_a_link_planted_during_a_run_is_not_followed_either(tmp_path, monkeypatc
     (out / "labels.jsonl.tmp").unlink()
     r = run(j, tmp_path, n=4)  # once removed, the answers were all kept: nothing asked again
     assert j.requests == 0 and r.summary.resumed == 4
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "gemini:gemini-2.5-flash"])
+def test_a_200_whose_body_is_not_the_providers_format_is_retried_then_a_clear_error(tmp_path, fake_server, spec):
+    """Item 9: HTTP 200 with a body that is not the provider's (JSON of something else, or
+    no JSON at all) is a transient fault, retried a bounded number of times; a row that never
+    gets a real response says what came back, not an internal AttributeError."""
+    n = 4
+    texts = candidates_frame(n)["text"].tolist()
+    fake_server.enqueue(Fault.foreign_body(), times=1, contains=texts[0] + "\n")
+    fake_server.enqueue(Fault.malformed_body(), times=1, contains=texts[1] + "\n")
+    fake_server.enqueue(Fault.foreign_body(), times=None, contains=texts[2] + "\n")
+    base = fake_server.openai_base_url if spec.startswith("openai") else fake_server.url
+    judge = JudgeConfig(spec=spec, base_url=base, max_attempts=3, retry_initial_s=0.01)
+    r = score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    rows = r.labels.set_index("assertion_id")
+    assert rows.loc["a000", "verdict"] == "unsupported" and rows.loc["a001", "verdict"] == "supported"
+    error = rows.loc["a002", "error"]
+    assert rows.loc["a002", "verdict"] is None and "MalformedResponse" in error and "HTTP 200" in error, error
+    assert "AttributeError" not in error and "TypeError" not in error
+    assert sum(texts[2] + "\n" in q.user for q in fake_server.requests) == 3  # bounded: max_attempts
+    assert r.summary.retries == 1 + 1 + 2 and r.summary.errors == 1

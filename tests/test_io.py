@@ -396,3 +396,41 @@ def test_every_jsonl_file_memjudge_writes_reads_back_with_unicode_line_separator
     assert code == 0, err
     batch_labels = read_labels(tmp_path / "batch" / "labels.jsonl")
     assert batch_labels["verdict"].notna().all() and set(batch_labels["rationale"]) == {f"first{SEPARATORS}second"}
+
+
+# ---------------------------------------------------------------------------------------
+# one line and exit 2, never a traceback (issue 12, item 9)
+
+
+def test_a_record_nested_thousands_deep_is_one_line(tmp_path, sources, capsys):
+    deep = '{"persona_id": "p1", "assertion_id": "a9", "category": "c", "text": "t", "extra": ' + "[" * 5000 + "]" * 5000 + "}"
+    path = tmp_path / "deep.jsonl"
+    path.write_text(jsonl([GOOD[0], deep]))
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, 2, "nested too deeply")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(jsonl([{"assertion_id": "a1", "persona_id": "p1", "category": "c", "judge": "j", "rubric": "r",
+                              "replicate": 0, "verdict": "supported"}, deep]))
+    code, out, err = run_inproc(capsys, "noise", labels)
+    assert_one_line_error(code, err, labels, 2, "nested too deeply")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "noise.json").write_text("[" * 5000 + "]" * 5000)
+    code, out, err = run_inproc(capsys, "report", run_dir)
+    assert code == 2 and len(err.splitlines()) == 1 and "nested too deeply" in err and "Traceback" not in err, err
+
+
+def test_out_naming_a_file_or_a_path_under_a_file_is_one_line(tmp_path, sources, capsys):
+    cand = tmp_path / "c.jsonl"
+    cand.write_text(jsonl(GOOD))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out in (afile, afile / "sub", afile / "sub" / "deeper"):
+        code, _, err = run_inproc(capsys, "score", cand, "--sources", sources, *JUDGE, "--out", out)
+        assert code == 2 and len(err.splitlines()) == 1 and "not a directory" in err and "Traceback" not in err, err
+        assert str(afile) in err
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(jsonl([{"assertion_id": "a1", "persona_id": "p1", "category": "c", "judge": "j", "rubric": "r",
+                              "replicate": r, "verdict": "supported"} for r in (0, 1)]))
+    code, _, err = run_inproc(capsys, "noise", labels, "--bootstrap", "10", "--out", afile / "sub")
+    assert code == 2 and len(err.splitlines()) == 1 and "not a directory" in err and "Traceback" not in err, err

@@ -248,3 +248,21 @@ def test_hostile_item_text_cannot_forge_markers_headers_or_entries():
         entries = [json.loads(line) for line in blocks["FACTS"][0]]
         assert entries == [{"id": f["id"], "text": inert(f["text"])} for f in facts]
     assert "one JSON object per line" in coverage.system_template
+
+
+@pytest.mark.parametrize("tag", ['{% include "other.txt" %}', '{% import "macros.txt" as m %}',
+                                 '{% from "macros.txt" import m %}', '{% extends "base.txt" %}'])
+def test_templates_that_load_other_templates_are_one_line(tmp_path, capsys, tag):
+    """Item 9: a rubric is one self-contained file; a tag that loads another template is an
+    input error at load (it used to be `TypeError: no loader for this environment`)."""
+    from memjudge import cli as memjudge_cli
+
+    rubric = custom(tmp_path, support_text().replace("{{ source | data }}", tag + "{{ source | data }}"), "loader.toml")
+    cand, src = tmp_path / "c.jsonl", tmp_path / "s.jsonl"
+    cand.write_text('{"persona_id": "p", "assertion_id": "a", "category": "c", "text": "t"}\n')
+    src.write_text('{"persona_id": "p", "source": "s"}\n')
+    code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:m", "--base-url",
+                              "http://127.0.0.1:9/v1", "--rubric", str(rubric), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"{rubric}: ") and "self-contained" in err, err

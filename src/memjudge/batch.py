@@ -69,7 +69,7 @@ def _result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict 
     reason, never a guessed label."""
     try:
         rec = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         m = re.search(r'"%s"\s*:\s*"([^"]+)"' % id_field, raw)
         if m and m.group(1) in calls:
             out[m.group(1)] = LineResult("final", error=f"unreadable batch output line: not JSON ({raw[:80]!r}...)")

@@ -82,7 +82,7 @@ class AnswerCache:
             return None
         try:
             return json.loads(value)
-        except (TypeError, json.JSONDecodeError):
+        except (TypeError, json.JSONDecodeError, RecursionError):
             return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
 
     def get_many(self, keys) -> dict[str, dict]:

@@ -441,6 +441,12 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(e)
         print(msg if msg.startswith("memjudge") or not isinstance(e, UsageError) else f"memjudge: {msg}", file=sys.stderr)
         return 2
+    except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
+        # A path the user named that cannot be written as asked: their fix, so one line.
+        if e.filename is None:
+            raise
+        print(f"memjudge: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("memjudge: interrupted; answers received so far are saved, rerun the same command to resume", file=sys.stderr)
         return 130

@@ -293,7 +293,7 @@ class _Job:
     def open_journal(self):
         if self.out_dir is None:
             return
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        io.make_dir(self.out_dir)
         path = self.out_dir / JOURNAL
         self._journal = io.open_private(path, "a")
         # A kill can leave a last line without its newline; start ours on a fresh line.
@@ -559,7 +559,7 @@ def _load_journal(path: Path) -> tuple[dict[str, dict], int]:
         lines += 1
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not an answer we wrote: asked again
             continue
         if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
             out[rec.pop("key")] = rec
@@ -842,7 +842,9 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
 
     out_dir = Path(out) if out is not None else default_out_dir(judge.spec, rub.name)
     if write:
-        # Before any paid request: a planted link would make us write wherever it points.
+        # Before any paid request: a folder that cannot be made, or a planted link that would
+        # make us write wherever it points.
+        io.check_dir(out_dir)
         io.refuse_links(run_files(out_dir))
     cache = AnswerCache(cache_dir) if use_cache else None
     try:
@@ -944,7 +946,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
 
 def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, summary, *, parquet, inputs, replicates,
                    judges_file, argv, cache_dir, use_cache) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    io.make_dir(out_dir)
     frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
     _write_text(out_dir / f"{name}.jsonl", "".join(map(_json_line, rows)))
     if parquet:

@@ -91,6 +91,8 @@ def jsonl_records(path: Path):
             obj = json.loads(raw)
         except json.JSONDecodeError as e:
             raise InputError(path, f"not valid JSON ({e.msg})", n) from None
+        except RecursionError:
+            raise InputError(path, "JSON nested too deeply", n) from None
         if not isinstance(obj, dict):
             raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
         yield n, obj
@@ -436,7 +438,7 @@ def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:
             if isinstance(v, str):  # CSV: a JSON list in one field
                 try:
                     v = json.loads(v)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     raise InputError(p, "'covered_by' must be a JSON list of assertion ids", line) from None
             if v is None:
                 cov.append(None)  # the judge gave no valid answer for this persona
@@ -488,6 +490,27 @@ def refuse_links(paths) -> None:
             raise _refuse_link(Path(p))
 
 
+def check_dir(path, what: str = "output folder") -> None:
+    """UsageError when `path` cannot be a directory: it is a file, or lies under one."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(f"{what} {path}: {p} is not a directory")
+            return
+
+
+def make_dir(path, what: str = "output folder") -> Path:
+    """`path` as a directory, created if needed; one-line UsageError when it cannot be."""
+    path = Path(path)
+    check_dir(path, what)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{what} {path}: cannot create it ({e.strerror})") from None
+    return path
+
+
 def write_atomic(path, data: str | bytes) -> None:
     """Write through `PATH.tmp` and rename, so a reader (or a kill) never sees half a file;
     a link at PATH itself is replaced, not followed."""
@@ -533,13 +556,13 @@ def dumps(obj, **kw) -> str:
 def write_json(path, obj) -> None:
     """Write atomically, so a reader never sees half a file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent)
     write_atomic(path, dumps(obj, indent=2) + "\n")
 
 
 def write_jsonl(path, rows: Iterable[dict]) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     with open_private(tmp, "w") as f:
         for r in rows:

@@ -120,7 +120,7 @@ class Run:
 def _simulated_marker(path: Path) -> bool:
     try:
         return bool(json.loads(path.read_text(encoding="utf-8")).get("simulated"))
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
@@ -135,6 +135,8 @@ def _read_json(path: Path) -> dict:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise InputError(path, f"expected a JSON object, found {type(obj).__name__}")
     return obj

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import DictLoader, StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
 
@@ -70,7 +70,9 @@ def _entry(value: Any) -> str:
 
 
 def _environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+    # An empty loader: a template that reaches for another one fails as a TemplateError (one
+    # line), not as jinja2's "no loader for this environment" TypeError.
+    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False, loader=DictLoader({}))
     env.filters["data"] = _data
     env.filters["entry"] = _entry
     return env
@@ -243,6 +245,8 @@ def parse_json_answer(text: str | None) -> Any:
         return json.loads(s)
     except json.JSONDecodeError as e:
         raise AnswerError(f"answer is not valid JSON ({e.msg} at char {e.pos})") from None
+    except RecursionError:
+        raise AnswerError("answer is JSON nested too deeply") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,6 +302,9 @@ def rubric_from_toml(text: str, origin: str) -> Rubric:
     try:
         for t in (data["system"], data["user"]):
             _ENV.from_string(t)
+            if next(_ENV.parse(t).find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)), None) is not None:
+                raise InputError(origin, "rubric template: {% include %}, {% import %} and {% extends %} are not allowed: "
+                                         "a rubric is one self-contained file")
     except TemplateError as e:
         raise InputError(origin, f"rubric template: {type(e).__name__}: {e}") from None
     rubric = Rubric(

@@ -173,6 +173,11 @@ class LoopBoundClient:
 FINISH_REASONS = ("stop", "length", "safety", "empty", "other")
 
 
+class MalformedResponse(Exception):
+    """HTTP 200, but the body is not the provider's response (not JSON, or JSON of something
+    else: a proxy's page, a misrouted endpoint). Transient as far as we can tell: retried."""
+
+
 class RequestTimeout(TimeoutError):
     """No complete response within `timeout_s`: connecting, waiting and reading together.
     The SDKs' own timeouts bound each read, so a body trickled byte by byte never trips them."""

@@ -9,6 +9,7 @@ transport errors, which google-genai does not wrap).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from typing import Any
 
@@ -18,8 +19,8 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, normalise_base_url,
-    parse_answer,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, is_transient_status,
+    normalise_base_url, parse_answer,
 )
 from memjudge.retry import delay_from_headers, parse_duration
 
@@ -110,9 +111,16 @@ class GeminiJudge(Judge):
         )
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
-        response = await self._aio().models.generate_content(
-            model=self.model, contents=call.prompt.user, config=self.request_config(call),
-        )
+        try:
+            response = await self._aio().models.generate_content(
+                model=self.model, contents=call.prompt.user, config=self.request_config(call),
+            )
+        except json.JSONDecodeError as e:  # the SDK decodes the body itself
+            raise MalformedResponse(f"HTTP 200 with a body that is not a Gemini response (not JSON: {e.msg})") from None
+        # A Gemini response has at least one of these, even when it is blocked or empty.
+        if not {"candidates", "prompt_feedback", "usage_metadata"} & response.model_fields_set:
+            raise MalformedResponse("HTTP 200 with a body that is not a Gemini response "
+                                    "(no candidates, promptFeedback or usageMetadata)")
         return self.to_answer(response, call)
 
     @staticmethod
@@ -152,7 +160,7 @@ class GeminiJudge(Judge):
         if isinstance(exc, errors.APIError):
             return is_transient_status(exc.code)
         # google-genai lets timeouts, refused and dropped connections through unwrapped.
-        return isinstance(exc, (httpx2.TransportError, asyncio.TimeoutError))
+        return isinstance(exc, (httpx2.TransportError, asyncio.TimeoutError, MalformedResponse))
 
     def retry_after(self, exc: BaseException) -> float | None:
         if not isinstance(exc, errors.APIError):

@@ -22,8 +22,8 @@ from openai.types.chat import ChatCompletion
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, is_transient_status, normalise_base_url,
-    parse_answer,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, is_transient_status,
+    normalise_base_url, parse_answer,
 )
 from memjudge.retry import delay_from_headers
 
@@ -34,6 +34,24 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's own default
 OPTIONS = frozenset({"reasoning_effort"})
 
 _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(str(text).split())
+    return repr(text[:120] + ("..." if len(text) > 120 else ""))
+
+
+def _completion_body(http_response) -> dict[str, Any]:
+    """The JSON body of a chat completion; MalformedResponse when it is not one."""
+    try:
+        body = http_response.json()
+    except (ValueError, RecursionError):
+        body = None
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(c, dict) and isinstance(c.get("message"), dict) for c in choices):
+        raise MalformedResponse(f"HTTP {http_response.status_code} with a body that is not an OpenAI chat completion: "
+                                f"{_snippet(http_response.text)}")
+    return body
 
 
 class OpenAIJudge(Judge):
@@ -107,14 +125,19 @@ class OpenAIJudge(Judge):
         # The raw response keeps the answer text when the SDK's parse raises (truncation,
         # content filter, text that does not fit the schema).
         response = await self._aio().chat.completions.with_raw_response.parse(**self.request_params(call))
+        body = _completion_body(response.http_response)
         try:
             completion: ChatCompletion = response.parse()
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
             completion = exc.completion
         except pydantic.ValidationError:  # the answer text does not fit the schema
             # The SDK's own lenient construction, as its parse would have done.
-            completion = ChatCompletion.construct(**response.http_response.json())
-        answer = self.to_answer(completion, call)
+            completion = ChatCompletion.construct(**body)
+        try:
+            answer = self.to_answer(completion, call)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:  # a body of odd values
+            raise MalformedResponse(f"HTTP {response.http_response.status_code} with a body that is not an OpenAI chat "
+                                    f"completion ({type(e).__name__}: {e}): {_snippet(response.http_response.text)}") from None
         request_id = response.headers.get("x-request-id")
         if request_id:
             answer.raw["request_id"] = request_id
@@ -164,7 +187,7 @@ class OpenAIJudge(Judge):
             return is_transient_status(exc.status_code)
         # APIConnectionError covers APITimeoutError; the bare httpx2 errors should not reach
         # us, but a dropped connection is transient whoever reports it.
-        return isinstance(exc, (openai.APIConnectionError, httpx2.TransportError, asyncio.TimeoutError))
+        return isinstance(exc, (openai.APIConnectionError, httpx2.TransportError, asyncio.TimeoutError, MalformedResponse))
 
     def retry_after(self, exc: BaseException) -> float | None:
         if isinstance(exc, openai.APIStatusError):
