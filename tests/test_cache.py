@@ -225,3 +225,34 @@ def test_the_key_holds_the_endpoint_actually_used(tmp_path, monkeypatch):
         plain, explicit = make_judge(s), make_judge(s, base_url=default + "/")
         assert plain.identity()["base_url"] is None and plain.identity() == explicit.identity()
         assert plain.endpoint == explicit.endpoint == default
+
+
+def test_cache_dir_is_reported_even_when_the_cache_is_empty(tmp_path, fake_server, capsys):
+    """Item 10: an empty cache is falsy; config.json and summary.json still name it."""
+    from fake_server import Fault
+
+    from memjudge import cli as memjudge_cli
+
+    cand, src = tmp_path / "c.jsonl", tmp_path / "s.jsonl"
+    candidates_frame(4).to_json(cand, orient="records", lines=True)
+    sources_frame(4).to_json(src, orient="records", lines=True)
+    fake_server.enqueue(Fault.http(400), times=None)  # no answer: the cache stays empty
+    args = ["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url", fake_server.openai_base_url,
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run"), "--no-progress", "--json"]
+    assert memjudge_cli.main(args + ["--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["cache_dir"] == str(tmp_path / "cache")
+    assert memjudge_cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["cache_dir"] == str(tmp_path / "cache")
+    for name in ("config.json", "summary.json"):
+        assert json.loads((tmp_path / "run" / name).read_text())["cache_dir"] == str(tmp_path / "cache"), name
+
+
+def test_cache_stats_and_clear_do_not_create_a_missing_cache(cli, tmp_path):
+    """Item 10: looking at a cache that is not there reports it empty and leaves no folder."""
+    missing = tmp_path / "no" / "cache"
+    r = cli("cache", "stats", "--cache-dir", missing, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["entries"] == 0 and json.loads(r.stdout)["directory"] == str(missing)
+    r = cli("cache", "clear", "--cache-dir", missing, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["removed"] == 0
+    assert not (tmp_path / "no").exists()

@@ -434,3 +434,22 @@ def test_out_naming_a_file_or_a_path_under_a_file_is_one_line(tmp_path, sources,
                               "replicate": r, "verdict": "supported"} for r in (0, 1)]))
     code, _, err = run_inproc(capsys, "noise", labels, "--bootstrap", "10", "--out", afile / "sub")
     assert code == 2 and len(err.splitlines()) == 1 and "not a directory" in err and "Traceback" not in err, err
+
+
+# ---------------------------------------------------------------------------------------
+# small things (issue 12, item 10)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_extra_column_named_line_reaches_the_labels(fmt, tmp_path, sources, fake_server, capsys):
+    rows = [{**r, "_line": f"L{i}"} for i, r in enumerate(GOOD)]
+    path = tmp_path / f"c.{fmt}"
+    if fmt == "jsonl":
+        path.write_text(jsonl(rows))
+    else:
+        pd.DataFrame(rows).to_csv(path, index=False)
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, "--judge", "openai:gpt-4o-mini", "--base-url",
+                                fake_server.openai_base_url, "--out", tmp_path / "run", "--cache-dir", tmp_path / "cache", "--no-progress")
+    assert code == 0, err
+    labels = [json.loads(line) for line in (tmp_path / "run" / "labels.jsonl").read_text().split("\n") if line]
+    assert [x["_line"] for x in labels] == ["L0", "L1", "L2"]

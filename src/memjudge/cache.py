@@ -150,4 +150,33 @@ class AnswerCache:
         self.close()
 
 
-__all__ = ["AnswerCache", "ENV_VAR", "SETTINGS", "cache_key", "default_cache_dir", "resolve_cache_dir"]
+def _exists(directory: Path) -> bool:
+    """Is there a cache at `directory`? Opening one would create it: looking must not."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"cache dir {directory} is not a directory")
+    from diskcache.core import DBNAME
+
+    return (directory / DBNAME).is_file()
+
+
+def cache_stats(directory: str | os.PathLike | None = None) -> dict[str, Any]:
+    """`memjudge cache stats`: entries, size and settings; an absent cache is reported empty
+    and left absent."""
+    path = resolve_cache_dir(directory)
+    if not _exists(path):
+        return {"directory": str(path), "entries": 0, "size_bytes": 0, "eviction_policy": SETTINGS["eviction_policy"],
+                "size_limit": SETTINGS["size_limit"]}
+    with AnswerCache(path) as cache:
+        return cache.stats()
+
+
+def cache_clear(directory: str | os.PathLike | None = None) -> dict[str, Any]:
+    """`memjudge cache clear`: the number of answers removed (none from an absent cache)."""
+    path = resolve_cache_dir(directory)
+    if not _exists(path):
+        return {"directory": str(path), "removed": 0}
+    with AnswerCache(path) as cache:
+        return {"directory": str(path), "removed": cache.clear()}
+
+
+__all__ = ["AnswerCache", "ENV_VAR", "SETTINGS", "cache_clear", "cache_key", "cache_stats", "default_cache_dir", "resolve_cache_dir"]

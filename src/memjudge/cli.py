@@ -243,16 +243,15 @@ def cmd_score(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from memjudge.cache import AnswerCache
+    from memjudge.cache import cache_clear, cache_stats
     from memjudge.io import dumps
 
-    with AnswerCache(args.cache_dir) as cache:
-        if args.cache_command == "stats":
-            out = cache.stats()
-            text = f"{out['directory']}: {out['entries']} answers, {out['size_bytes']:,} bytes (eviction {out['eviction_policy']})"
-        else:
-            out = {"directory": str(cache.directory), "removed": cache.clear()}
-            text = f"{out['directory']}: removed {out['removed']} answers"
+    if args.cache_command == "stats":
+        out = cache_stats(args.cache_dir)
+        text = f"{out['directory']}: {out['entries']} answers, {out['size_bytes']:,} bytes (eviction {out['eviction_policy']})"
+    else:
+        out = cache_clear(args.cache_dir)
+        text = f"{out['directory']}: removed {out['removed']} answers"
     print(dumps(out, indent=2) if args.json else text)
     return 0
 

@@ -880,7 +880,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
                 errors=0, verdicts={}, tokens={}, cost_usd=None, seconds=round(time.perf_counter() - t_start, 3), dry_run=True,
                 estimated_input_tokens=est_in, estimated_output_tokens=est_out, estimated_cost_usd=est_cost,
-                out_dir=str(out_dir), cache_dir=str(cache.directory) if cache else None,
+                out_dir=str(out_dir), cache_dir=str(cache.directory) if cache is not None else None,
                 batch={"discount": judge.config.batch_discount} if batch is not None else None,
             )
             if echo is not None and pending:
@@ -922,7 +922,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
             errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
             tokens=dict(job.tokens), cost_usd=job_cost_usd(judge.config, job.tokens, job.batch_tokens), seconds=0.0,
-            out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache else None, batch=batch_report,
+            out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache is not None else None, batch=batch_report,
         )
         if write:
             # New answers were appended as they came; rewrite only when the journal holds
@@ -934,7 +934,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 if cache is None:  # the journal is then the only copy of other jobs' answers
                     kept = {**{k: v for k, v in journal.items() if k not in tasks}, **kept}
             _write_outputs(out_dir, judge, rub, labels, coverage, rows, kept, summary, parquet=parquet, inputs=inputs,
-                           replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache else None, use_cache=use_cache)
+                           replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache is not None else None, use_cache=use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if write:
             io.write_json(out_dir / "summary.json", summary.as_dict())

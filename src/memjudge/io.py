@@ -2,7 +2,8 @@
 
 Every reader takes JSONL, CSV or Parquet by extension and either returns a validated
 DataFrame or raises `InputError` naming the file and the 1-based line (for Parquet, the
-1-based row). A line's number is kept in the private column `_line` until validation ends.
+1-based row). A line's number is kept in the private column `LINE` until validation ends;
+its name holds a NUL so that no real column (`_line` included) is mistaken for it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 
 from memjudge.errors import InputError, UsageError
 
-LINE = "_line"
+LINE = "\x00line"
 EXTENSIONS = (".jsonl", ".csv", ".parquet")
 
 CANDIDATE_COLUMNS = ["persona_id", "assertion_id", "category", "confidence", "text"]
@@ -109,7 +110,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     # Object columns and None for absent keys, so an explicit NaN stays distinguishable from "missing".
     cols = list(dict.fromkeys(k for r in rows for k in r))
     df = pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
-    df[LINE] = lines
+    _add_lines(df, path, lines)
     return df
 
 
@@ -156,7 +157,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise InputError(path, "no rows after the header")
     # CSV has no null: an empty field means "missing".
     df = pd.DataFrame(rows, dtype=object).map(lambda v: None if v == "" else v)
-    df[LINE] = lines
+    _add_lines(df, path, lines)
     return df
 
 
@@ -173,19 +174,27 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     # must stay an error while a null one means "missing".
     cols = table.column_names
     df = pd.DataFrame({c: pd.Series(table.column(c).to_pylist(), dtype=object) for c in cols}, columns=cols)
-    df[LINE] = np.arange(1, len(df) + 1)
+    _add_lines(df, path, np.arange(1, len(df) + 1))
     return df.reset_index(drop=True)
 
 
+def _add_lines(df: pd.DataFrame, path: Path, lines) -> None:
+    if LINE in df.columns:
+        raise InputError(path, f"column name {LINE!r} is reserved")
+    df[LINE] = lines
+
+
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """Read any supported file into a DataFrame of raw values plus a `_line` column."""
+    """Read any supported file into a DataFrame of raw values plus the `LINE` column."""
     path = Path(path)
     ext = _check_path(path)
     if ext == ".jsonl":
-        return _read_jsonl(path)
-    if ext == ".csv":
-        return _read_csv(path)
-    return _read_parquet(path)
+        df = _read_jsonl(path)
+    elif ext == ".csv":
+        df = _read_csv(path)
+    else:
+        df = _read_parquet(path)
+    return df
 
 
 # ---------------------------------------------------------------------------------------
