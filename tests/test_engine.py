@@ -735,3 +735,103 @@ def test_a_200_whose_body_is_not_the_providers_format_is_retried_then_a_clear_er
     assert "AttributeError" not in error and "TypeError" not in error
     assert sum(texts[2] + "\n" in q.user for q in fake_server.requests) == 3  # bounded: max_attempts
     assert r.summary.retries == 1 + 1 + 2 and r.summary.errors == 1
+
+
+def test_sigkill_at_random_moments_loses_no_answer(tmp_path, fake_server):
+    """Done-when of issue 12: SIGKILL `memjudge score` at random moments — during start-up,
+    mid-run, right after the last answer, while outputs are written — sometimes run other
+    settings into the same folder (which rewrites its journal), then finish with the same
+    command: the labels are those of a clean run, no answered item is asked again, the cache
+    holds every answer, and a run into any other folder makes zero requests (counted at the
+    fake server)."""
+    import multiprocessing
+    import random
+
+    import kill_target
+    from memjudge.cache import AnswerCache
+
+    n = 12
+    cand, src = write_inputs(tmp_path, n=n)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(kill_target.PRELOAD)
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    fake_server.latency_s = 0.05
+
+    def start(out, cache, *extra):
+        argv = ["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url", fake_server.openai_base_url,
+                "--out", str(out), "--cache-dir", str(cache), "--concurrency", "4", "--no-progress", *extra]
+        p = ctx.Process(target=kill_target.score, args=(argv, str(tmp_path / "children.log")))
+        p.start()
+        return p
+
+    def finish(out, cache, *extra):
+        p = start(out, cache, *extra)
+        p.join(120)
+        assert p.exitcode == 0, (seed, (tmp_path / "children.log").read_text()[-2000:])
+
+    def journal_lines(out):
+        try:
+            return (out / "journal.jsonl").read_bytes().count(b"\n")
+        except OSError:
+            return 0
+
+    def answered(out):
+        keys = set()
+        for line in (out / "journal.jsonl").read_bytes().split(b"\n") if (out / "journal.jsonl").exists() else []:
+            try:
+                keys.add(json.loads(line)["key"])
+            except ValueError:
+                pass  # the line a kill cut short
+        return keys
+
+    def comparable(out):
+        rows = read_jsonl(out / "labels.jsonl")
+        return [{k: v for k, v in r.items() if k not in ("cached", "latency_s")} for r in rows]
+
+    finish(tmp_path / "clean", tmp_path / "clean-cache")
+    clean, clean_keys = comparable(tmp_path / "clean"), answered(tmp_path / "clean")
+    assert len(clean) == n == len(clean_keys) and all(r["verdict"] in ("supported", "unsupported") for r in clean)
+
+    kills, after_last, rewrites, episodes = 0, 0, 0, 0
+    while (kills < 24 or after_last < 4) and episodes < 40:
+        episodes += 1
+        out, cache = tmp_path / f"run{episodes}", tmp_path / f"cache{episodes}"
+        for _ in range(rng.randint(1, 3)):
+            before = journal_lines(out)
+            p = start(out, cache)
+            trigger = rng.choice(["time", "journal", "last"])
+            deadline = time.monotonic() + 30
+            if trigger == "time":
+                time.sleep(rng.uniform(0.0, 0.6))
+            else:
+                target = n if trigger == "last" else rng.randint(0, n)
+                while journal_lines(out) < target and p.is_alive() and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                if trigger == "journal":
+                    time.sleep(rng.uniform(0.0, 0.03))
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it had ended, and its parent (the forkserver) reaped it
+            p.join(30)
+            if p.exitcode == -signal.SIGKILL:
+                kills += 1
+                after_last += trigger == "last" and before < n <= journal_lines(out)
+        known = answered(out)
+        if rng.random() < 0.3:  # other settings into the same folder: its journal is rewritten
+            finish(out, cache, "--temperature", "0.5")
+            rewrites += 1
+        fake_server.reset()
+        finish(out, cache)  # the same command, to the end
+        assert fake_server.count() <= n - len(known), (seed, episodes)  # nothing answered is paid for twice
+        assert comparable(out) == clean, seed
+        with AnswerCache(cache) as c:
+            assert all(k in c for k in clean_keys), (seed, episodes)
+        fake_server.reset()
+        finish(tmp_path / f"elsewhere{episodes}", cache)
+        assert fake_server.count() == 0, (seed, episodes)
+        assert comparable(tmp_path / f"elsewhere{episodes}") == clean
+    assert kills >= 20 and after_last >= 4, (seed, kills, after_last, episodes)
+    print(f"kill loop: {kills} SIGKILLs ({after_last} right after the last answer), {rewrites} journal rewrites by other "
+          f"settings, {episodes} episodes, seed {seed}")
