@@ -6,7 +6,7 @@ is a paid request repeated and a replicate that is no longer the same draw. The 
 are stored in the cache itself, so every later opening keeps them.
 
 Keys are sha256 hex digests of canonical JSON of everything that changes an answer (judge
-spec, exact model, base URL, generation parameters, rubric name + template hash + schema,
+spec, exact model, endpoint (null for the provider's default), generation parameters, rubric name + template hash + schema,
 rendered prompt, replicate index) and nothing else. Values are JSON strings (never pickles,
 which change between Python versions) holding only validated answers.
 """

@@ -8,7 +8,9 @@ validated, resumable.
 Every answer that validates is appended to the run's journal (`RUN_DIR/journal.jsonl`,
 flushed per answer) and to the cache before anything else happens, so killing the process
 at any moment loses nothing; a rerun reuses every valid answer (journal first, then the
-cache) and asks only for the rest. Answers that fail (provider error after retries, safety
+cache) and asks only for the rest. Each run begins by copying into the cache any journal
+answer it lacks (a kill can fall between the two writes): only then may the journal be
+rewritten. Answers that fail (provider error after retries, safety
 block, truncation, empty, or invalid JSON after `MAX_REASKS` re-asks) become rows with
 `verdict = null` and an `error`, are never cached, and are asked again on the next run.
 """
