@@ -245,12 +245,13 @@ def default_out_dir(judge_spec: str, rubric_name: str) -> Path:
 
 
 def run_files(out_dir: Path) -> list[Path]:
-    """Files of a run folder that memjudge opens for writing (or reads back as its own)."""
-    names = [JOURNAL, "labels.jsonl", "coverage.jsonl", "labels.parquet", "coverage.parquet", "config.json", "summary.json"]
+    """Files of a run folder that memjudge opens itself (to append, write or read back as its
+    own); the outputs proper are replaced by a rename, which never follows a link."""
     from memjudge.batch import LOCK_FILE, STATE_FILE
 
-    names += [STATE_FILE, LOCK_FILE]
-    return [out_dir / JOURNAL, out_dir / STATE_FILE, out_dir / LOCK_FILE] + [out_dir / f"{n}.tmp" for n in names]
+    opened = [JOURNAL, STATE_FILE, LOCK_FILE]
+    replaced = [JOURNAL, STATE_FILE, "labels.jsonl", "coverage.jsonl", "labels.parquet", "coverage.parquet", "config.json", "summary.json"]
+    return [out_dir / n for n in opened] + [out_dir / f"{n}.tmp" for n in replaced]
 
 
 # ---------------------------------------------------------------------------------------

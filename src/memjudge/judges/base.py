@@ -27,7 +27,7 @@ class JudgeConfig(BaseModel):
     max_output_tokens: int | None = 1024
     seed: int | None = None
     thinking_budget: int | None = None
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # per attempt, connecting, waiting and reading together (network judges)
     concurrency: int = Field(16, ge=1)
     rpm: float | None = Field(None, gt=0)
     tpm: float | None = Field(None, gt=0)
