@@ -83,7 +83,9 @@ class Fault:
     whose answer text is not JSON), "safety" (Gemini finishReason SAFETY / OpenAI
     content_filter), "prompt_blocked" (Gemini promptFeedback.blockReason; OpenAI
     content_filter), "truncated" (Gemini MAX_TOKENS / OpenAI length, with half an answer),
-    "empty" (finish STOP with no text).
+    "empty" (finish STOP with no text), "trickle" (a normal answer whose body is sent one byte
+    every `delay_s` seconds: each read is quick, the whole response is not), "foreign_body"
+    (HTTP 200 with a JSON body that is not the provider's format).
     """
 
     kind: str
@@ -94,7 +96,7 @@ class Fault:
 
     KINDS = (
         "ok", "status", "drop", "hang", "malformed_body", "malformed_answer", "safety",
-        "prompt_blocked", "truncated", "empty",
+        "prompt_blocked", "truncated", "empty", "trickle", "foreign_body",
     )
 
     def __post_init__(self):
@@ -156,6 +158,14 @@ class Fault:
     @classmethod
     def empty(cls) -> Fault:
         return cls("empty")
+
+    @classmethod
+    def trickle(cls, interval_s: float = 0.05) -> Fault:
+        return cls("trickle", delay_s=interval_s)
+
+    @classmethod
+    def foreign_body(cls) -> Fault:
+        return cls("foreign_body")
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -232,6 +242,7 @@ class Reply:
     body: Any = None  # dict/list → JSON; bytes/str sent as is
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
+    trickle_s: float | None = None  # send the body one byte at a time, this far apart
 
 
 Handler = Callable[["FakeServer", RecordedRequest, Fault], Reply]
@@ -431,7 +442,22 @@ def synthesize(schema: Any, root: dict | None = None, hints: dict[str, Any] | No
 
 
 def _listed(block: str | None) -> list[tuple[str, str]]:
-    return re.findall(r"^\[(.+?)\] (.*)$", block or "", flags=re.M)
+    """(id, text) of a list block's entries: one JSON object per line, as memjudge's rubrics
+    render them, or `[id] text` lines."""
+    out = []
+    for line in (block or "").split("\n"):
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "id" in obj:
+                out.append((str(obj["id"]), str(obj.get("text", ""))))
+        else:
+            m = re.match(r"^\[(.+?)\] (.*)$", line)
+            if m:
+                out.append((m.group(1), m.group(2)))
+    return out
 
 
 def _norm(text: str) -> str:
@@ -832,7 +858,8 @@ def _file_of(server: FakeServer, lines: list) -> str | None:
     if not lines:
         return None
     store = _batches(server)
-    data = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines).encode()
+    # Raw non-ASCII, as the providers write it (JSON allows U+2028 and friends unescaped).
+    data = "".join((x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)) + "\n" for x in lines).encode()
     fid = store.next_id("file-fake")
     store.files[fid] = {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
                         "filename": "batch_output.jsonl", "purpose": "batch_output", "status": "processed", "data": data}
@@ -900,7 +927,7 @@ def openai_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) 
     if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
         return OpenAIWire.error(400, "unsupported endpoint or completion window", None, "header")
     try:
-        lines = [json.loads(x) for x in f["data"].decode().splitlines() if x.strip()]
+        lines = [json.loads(x) for x in f["data"].decode().split("\n") if x.strip()]  # "\n" only: JSON strings may hold U+2028
     except ValueError:
         return OpenAIWire.error(400, "the input file is not JSONL", None, "header")
     ids = [x.get("custom_id") for x in lines]
@@ -981,7 +1008,7 @@ def gemini_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) 
         if f is None:
             return GeminiWire.error(400, f"no file {file_name}", None, "header")
         try:
-            requests = [json.loads(x) for x in f["data"].decode().splitlines() if x.strip()]
+            requests = [json.loads(x) for x in f["data"].decode().split("\n") if x.strip()]  # "\n" only: JSON strings may hold U+2028
         except ValueError:
             return GeminiWire.error(400, "the input file is not JSONL", None, "header")
     else:
@@ -1147,6 +1174,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
         head += [f"{k}: {v}" for k, v in reply.headers.items() if k.lower() != "content-type"]
         if self.close_connection:
             head.append("Connection: close")
+        if reply.trickle_s:
+            self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            self.wfile.flush()
+            for i in range(len(data)):
+                if self.server.fake._stopping.wait(reply.trickle_s):
+                    self.close_connection = True
+                    break
+                self.wfile.write(data[i:i + 1])  # a client that gave up makes this raise BrokenPipe
+                self.wfile.flush()
+            return
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
 
 
@@ -1326,6 +1363,12 @@ class FakeServer:
             return wire.error(fault.status, f"fake {fault.status} error", fault.delay_s, fault.where)
         if fault.kind == "malformed_body":
             return Reply(200, b'{"candidates": [{"content": {"parts": [{"text": "unterminated', {})
+        if fault.kind == "foreign_body":  # e.g. a captive portal or a misrouted proxy
+            return Reply(200, {"status": "ok", "message": "hello from a server that is not the provider"})
+        if fault.kind == "trickle":
+            reply = route.handler(self, req, Fault("ok"))
+            reply.trickle_s = fault.delay_s or 0.05
+            return reply
         if (req.json is None and req.method in ("POST", "PUT", "PATCH") and route.provider in WIRES
                 and not getattr(route.handler, "accepts_any_body", False)):
             return WIRES[route.provider].error(400, "request body is not JSON", None, "header")

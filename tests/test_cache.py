@@ -183,3 +183,80 @@ def test_no_api_key_on_disk(cli, tmp_path, fake_server):
         for v in SENTINELS.values():
             assert v.encode() not in data, p
             assert v[8:24].encode() not in data, p
+
+
+def test_the_key_holds_the_endpoint_actually_used(tmp_path, monkeypatch):
+    """Item 2: flag, environment (OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL) and panel file all
+    name the endpoint in the key and config.json; `…/v1` and `…/v1/` are one endpoint; two
+    servers never share answers."""
+    from fake_server import FakeServer
+
+    from memjudge.judges import make_judge
+
+    env_var = {"openai": "OPENAI_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}
+    spec = {"openai": "openai:gpt-4o-mini", "gemini": "gemini:gemini-2.5-flash"}
+    with FakeServer() as a, FakeServer() as b:
+        url = {"openai": (a.openai_base_url, b.openai_base_url), "gemini": (a.url, b.url)}
+        for provider in ("openai", "gemini"):
+            url_a, url_b = url[provider]
+            cache = tmp_path / provider / "cache"
+
+            def go(out, base_url=None, judges_file=None):
+                a.reset()
+                b.reset()
+                score_run(candidates_frame(N), sources_frame(N), spec[provider], base_url=base_url, judges_file=judges_file,
+                          cache_dir=cache, out=tmp_path / provider / out, progress=False)
+                return a.count(), b.count()
+
+            monkeypatch.setenv(env_var[provider], url_a)
+            assert go("env") == (N, 0)
+            config = json.loads((tmp_path / provider / "env" / "config.json").read_text())
+            assert config["judge"]["base_url"] == url_a and config["judge"]["endpoint"] == url_a
+            monkeypatch.delenv(env_var[provider])
+            assert go("flag", base_url=url_a + "/") == (0, 0)  # the same endpoint, one slash apart
+            panel = tmp_path / provider / "judges.toml"
+            panel.write_text(f'[[judge]]\nspec = "{spec[provider]}"\nbase_url = "{url_a}"\n')
+            assert go("panel", judges_file=panel) == (0, 0)
+            monkeypatch.setenv(env_var[provider], url_b + "/")
+            assert go("other-server") == (0, N)  # another server: its own answers
+            monkeypatch.delenv(env_var[provider])
+
+    # without any base URL the key is what it always was (null: the SDK's default endpoint),
+    # and naming that default explicitly is the same endpoint
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    monkeypatch.setenv("GEMINI_API_KEY", "test-0123456789")
+    for s, default in (("openai:gpt-4o-mini", "https://api.openai.com/v1"), ("gemini:gemini-2.5-flash", "https://generativelanguage.googleapis.com")):
+        plain, explicit = make_judge(s), make_judge(s, base_url=default + "/")
+        assert plain.identity()["base_url"] is None and plain.identity() == explicit.identity()
+        assert plain.endpoint == explicit.endpoint == default
+
+
+def test_cache_dir_is_reported_even_when_the_cache_is_empty(tmp_path, fake_server, capsys):
+    """Item 10: an empty cache is falsy; config.json and summary.json still name it."""
+    from fake_server import Fault
+
+    from memjudge import cli as memjudge_cli
+
+    cand, src = tmp_path / "c.jsonl", tmp_path / "s.jsonl"
+    candidates_frame(4).to_json(cand, orient="records", lines=True)
+    sources_frame(4).to_json(src, orient="records", lines=True)
+    fake_server.enqueue(Fault.http(400), times=None)  # no answer: the cache stays empty
+    args = ["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url", fake_server.openai_base_url,
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run"), "--no-progress", "--json"]
+    assert memjudge_cli.main(args + ["--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["cache_dir"] == str(tmp_path / "cache")
+    assert memjudge_cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["cache_dir"] == str(tmp_path / "cache")
+    for name in ("config.json", "summary.json"):
+        assert json.loads((tmp_path / "run" / name).read_text())["cache_dir"] == str(tmp_path / "cache"), name
+
+
+def test_cache_stats_and_clear_do_not_create_a_missing_cache(cli, tmp_path):
+    """Item 10: looking at a cache that is not there reports it empty and leaves no folder."""
+    missing = tmp_path / "no" / "cache"
+    r = cli("cache", "stats", "--cache-dir", missing, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["entries"] == 0 and json.loads(r.stdout)["directory"] == str(missing)
+    r = cli("cache", "clear", "--cache-dir", missing, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["removed"] == 0
+    assert not (tmp_path / "no").exists()

@@ -264,9 +264,13 @@ def test_rate_limiter_spacing_and_token_budget():
     starts = asyncio.run(go(RateLimiter(rpm=120, clock=lambda: now[0], sleep=sleep), 5, 0))
     assert starts == pytest.approx([0.0, 0.5, 1.0, 1.5, 2.0])
     now[0] = 0.0
-    # 600 tokens a minute, 200 per call: three at once, then one every 20 s
+    # 600 tokens a minute, 200 per call: one every 20 s from the first on (no full bucket to burst)
     starts = asyncio.run(go(RateLimiter(tpm=600, clock=lambda: now[0], sleep=sleep), 5, 200))
-    assert starts == pytest.approx([0.0, 0.0, 0.0, 20.0, 40.0])
+    assert starts == pytest.approx([0.0, 20.0, 40.0, 60.0, 80.0])
+    now[0] = 0.0
+    # a request over the whole budget goes out, and the next one waits until it is paid back
+    starts = asyncio.run(go(RateLimiter(tpm=600, clock=lambda: now[0], sleep=sleep), 2, 900))
+    assert starts == pytest.approx([0.0, 90.0])
 
 
 def test_judges_file_supplies_settings_and_flags_override(tmp_path, capsys):
@@ -432,7 +436,7 @@ def coverage_answer_fn(mode="ok"):
 
     def block_lines(user, name):
         m = re.search(rf"<<<{name}\n(.*?)\n?{name}>>>", user, re.DOTALL)
-        return re.findall(r"^\[(.+?)\] (.*)$", m.group(1), re.MULTILINE) if m else []
+        return [(e["id"], e["text"]) for e in map(json.loads, m.group(1).split("\n"))] if m else []
 
     def fn(server, req):
         user = req.user or ""
@@ -559,3 +563,305 @@ def test_limit_scores_the_first_personas_and_the_full_run_reuses_them(cli, tmp_p
     r = score_cli(cli, tmp_path, fake_server, "--json", cand=cand, src=src)
     assert json.loads(r.stdout)["requested"] == 4 and fake_server.count() == 4
     assert score_cli(cli, tmp_path, fake_server, "--limit", "0", cand=cand, src=src).returncode == 2
+
+
+# ---------------------------------------------------------------------------------------
+# durability (issue 12)
+
+
+def test_journal_answers_reach_the_cache_on_every_run_and_survive_a_rewrite(tmp_path, fake_server):
+    """Item 1: a journal whose answers never reached the cache (a kill right after the last
+    answer) is copied into the cache even when no work is pending, before a run with other
+    settings rewrites that journal; without a cache the rewrite keeps the other answers."""
+    def go(out, cache, **kw):
+        return score_run(candidates_frame(N), sources_frame(N), "openai:gpt-4o-mini", base_url=fake_server.openai_base_url,
+                         out=tmp_path / out, cache_dir=tmp_path / cache if cache else None, progress=False, **kw)
+
+    go("run", "cache-1")
+    fake_server.reset()
+    r = go("run", "cache-2")  # nothing pending: every answer comes from the journal
+    assert r.summary.resumed == N and fake_server.count() == 0
+    go("run", "cache-2", temperature=0.5)  # other settings, same folder: the journal is rewritten
+    assert fake_server.count() == N
+    fake_server.reset()
+    r = go("elsewhere", "cache-2")
+    assert fake_server.count() == 0 and r.summary.cached == N
+
+    # no cache at all: a rewrite keeps the journal's other answers
+    go("nocache", None, use_cache=False)
+    go("nocache", None, use_cache=False, temperature=0.7)
+    fake_server.reset()
+    r = go("nocache", None, use_cache=False)
+    assert fake_server.count() == 0 and r.summary.resumed == N
+
+
+def _window_loads(times: list[float], weights: list[float], window_s: float) -> list[tuple[float, float]]:
+    """For each request (sorted by arrival), what the closed window [t, t + window_s] that
+    starts at its arrival holds: (total weight, largest single weight)."""
+    pairs = sorted(zip(times, weights))
+    out = []
+    for i, (t, _) in enumerate(pairs):
+        inside = [w for u, w in pairs[i:] if u <= t + window_s]
+        out.append((sum(inside), max(inside)))
+    return out
+
+
+def test_rate_limits_hold_at_the_server_with_retries_and_reasks(tmp_path, fake_server, monkeypatch):
+    """Item 4: every request, retries after a 429 and re-asks included, goes through the
+    limiter, and the token budget does not start full: counted at the fake server, no window
+    holds more than the limit plus one request. Windows of 2 s stand in for minutes."""
+    import memjudge.ratelimit
+    from memjudge.engine import estimate_tokens
+    from memjudge.rubrics import load_rubric
+
+    window = 2.0
+    monkeypatch.setattr(memjudge.ratelimit, "WINDOW_S", window)
+    n = 6
+    texts = candidates_frame(n)["text"].tolist()
+
+    def go(out, **limits):
+        judge = JudgeConfig(spec="openai:gpt-4o-mini", base_url=fake_server.openai_base_url, retry_initial_s=0.01, **limits)
+        return score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / out, cache_dir=tmp_path / out / "cache", progress=False)
+
+    # requests per window: 3 items rate-limited once (Retry-After 10 ms), 1 re-asked once
+    for t in texts[:3]:
+        fake_server.enqueue(Fault.rate_limit(0.01), times=1, contains=t + "\n")
+    fake_server.enqueue(Fault.malformed_answer(), times=1, contains=texts[3] + "\n")
+    # per 2-second window: one start every 0.5 s, ample next to the ~0.1 s between a start
+    # and the server's clock (what makes "plus one request" hold at the server too)
+    rpm = 4
+    s = go("rpm", rpm=rpm).summary
+    assert s.errors == 0 and s.retries == 3 and s.reasks == 1
+    times = [r.time for r in fake_server.requests]
+    assert len(times) == n + 3 + 1
+    worst = max(count for count, _ in _window_loads(times, [1] * len(times), window))
+    assert worst <= rpm + 1, worst
+
+    # tokens per window, from the first request on (no full bucket at the start)
+    fake_server.reset()
+    expected_out = load_rubric("support").expected_output_tokens
+    per_request = estimate_tokens(load_rubric("support").render_support(source="x", assertion="y").system) + expected_out
+    tpm = 3 * per_request  # about three requests' worth per window
+    s = go("tpm", tpm=tpm).summary
+    assert s.errors == 0
+    reqs = fake_server.requests
+    tokens = [estimate_tokens(r.system + r.user) + expected_out for r in reqs]  # what the limiter charges
+    for total, largest in _window_loads([r.time for r in reqs], tokens, window):
+        assert total - largest <= tpm, (total, largest, tpm)
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "gemini:gemini-2.5-flash"])
+def test_timeout_bounds_the_whole_request_and_a_trickle_is_retried(tmp_path, fake_server, spec):
+    """Item 5: a body trickled one byte every 50 ms never trips a read timeout, but it is past
+    `timeout_s` as a whole: a timeout, retried like one; and a row error when it persists."""
+    n = 4
+    texts = candidates_frame(n)["text"].tolist()
+    fake_server.enqueue(Fault.trickle(0.05), times=1, contains=texts[0] + "\n")  # then a normal answer
+    fake_server.enqueue(Fault.trickle(0.05), times=None, contains=texts[1] + "\n")
+    base = fake_server.openai_base_url if spec.startswith("openai") else fake_server.url
+    judge = JudgeConfig(spec=spec, base_url=base, timeout_s=1.0, max_attempts=2, retry_initial_s=0.01)
+    r = score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    rows = r.labels.set_index("assertion_id")
+    assert rows.loc["a000", "verdict"] == "unsupported" and rows.loc["a000", "error"] is None  # the retry answered
+    assert rows.loc["a001", "verdict"] is None and "timeout_s = 1 s" in rows.loc["a001", "error"]
+    assert r.summary.retries == 2 and fake_server.count(fault="trickle") == 3 and fake_server.count() == n + 2
+
+
+def test_retry_after_beyond_retry_max_is_honoured_up_to_its_own_maximum(tmp_path, fake_server):
+    """Item 6: a Retry-After longer than retry_max_s is waited in full, not cut to
+    retry_max_s; one longer than retry_after_max_s is not retried early but reported."""
+    n = 3
+    texts = candidates_frame(n)["text"].tolist()
+    fake_server.enqueue(Fault.rate_limit(0.6), times=1, contains=texts[0] + "\n")
+    fake_server.enqueue(Fault.rate_limit(30), times=None, contains=texts[1] + "\n")
+    judge = JudgeConfig(spec="openai:gpt-4o-mini", base_url=fake_server.openai_base_url, retry_initial_s=0.01,
+                        retry_max_s=0.05, retry_after_max_s=5)
+    r = score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    rows = r.labels.set_index("assertion_id")
+    first, again = [q.time for q in fake_server.requests if texts[0] + "\n" in q.user]
+    assert again - first >= 0.6  # the server's delay, not retry_max_s (asyncio never wakes early)
+    assert rows.loc["a000", "error"] is None and rows.loc["a000", "verdict"] == "unsupported"
+    assert sum(texts[1] + "\n" in q.user for q in fake_server.requests) == 1  # not hammered early
+    assert rows.loc["a001", "verdict"] is None
+    assert "asked to wait 30 s" in rows.loc["a001", "error"] and "retry_after_max_s = 5 s" in rows.loc["a001", "error"]
+
+
+def test_rubric_name_cannot_steer_the_default_output_folder(tmp_path, fake_server, monkeypatch, capsys):
+    """Item 8: a rubric's name becomes part of one folder name under runs/, never a path."""
+    from memjudge.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
+
+    cand, src = write_inputs(tmp_path, n=4)
+    text = (ROOT / "rubrics" / "support.toml").read_text(encoding="utf-8").replace('name = "support"', 'name = "../../../escaped"')
+    rubric = tmp_path / "evil.toml"
+    rubric.write_text(text, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url",
+                              fake_server.openai_base_url, "--rubric", str(rubric), "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    written = [p for p in tmp_path.rglob("labels.jsonl")]
+    assert len(written) == 1 and written[0].parent.parent == work / "runs", written
+    assert not (tmp_path / "escaped").exists() and not (work / "escaped").exists()
+
+
+@pytest.mark.parametrize("planted", ["labels.jsonl.tmp", "journal.jsonl", "journal.jsonl.tmp", "config.json.tmp",
+                                     "summary.json.tmp", "labels.parquet.tmp"])
+def test_a_planted_symlink_in_the_run_folder_is_never_followed(tmp_path, fake_server, capsys, planted):
+    """Item 8: a link someone planted at a file memjudge writes in a run folder makes the run
+    stop with one line, before any request, and the file it points at is left alone."""
+    cand, src = write_inputs(tmp_path, n=4)
+    out = tmp_path / "run"
+    out.mkdir()
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+    (out / planted).symlink_to(victim)
+    code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url",
+                              fake_server.openai_base_url, "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
+                              "--no-progress", "--parquet"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and str(out / planted) in err and "symbolic link" in err, err
+    assert victim.read_text() == "precious\n" and fake_server.count() == 0
+
+
+def test_a_link_planted_during_a_run_is_not_followed_either(tmp_path, monkeypatch):
+    """Item 8: the check is repeated where the file is opened (O_NOFOLLOW), for a link planted
+    after the run began: here at labels.jsonl.tmp while the judge is answering."""
+    out = tmp_path / "run"
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+
+    def script(call, n):
+        if not (out / "labels.jsonl.tmp").is_symlink():
+            (out / "labels.jsonl.tmp").symlink_to(victim)
+        return support_answer(call)
+
+    with pytest.raises(UsageError, match="symbolic link"):
+        run(ScriptedJudge(script=script), tmp_path, n=4)
+    assert victim.read_text() == "precious\n"
+    j = ScriptedJudge()
+    (out / "labels.jsonl.tmp").unlink()
+    r = run(j, tmp_path, n=4)  # once removed, the answers were all kept: nothing asked again
+    assert j.requests == 0 and r.summary.resumed == 4
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "gemini:gemini-2.5-flash"])
+def test_a_200_whose_body_is_not_the_providers_format_is_retried_then_a_clear_error(tmp_path, fake_server, spec):
+    """Item 9: HTTP 200 with a body that is not the provider's (JSON of something else, or
+    no JSON at all) is a transient fault, retried a bounded number of times; a row that never
+    gets a real response says what came back, not an internal AttributeError."""
+    n = 4
+    texts = candidates_frame(n)["text"].tolist()
+    fake_server.enqueue(Fault.foreign_body(), times=1, contains=texts[0] + "\n")
+    fake_server.enqueue(Fault.malformed_body(), times=1, contains=texts[1] + "\n")
+    fake_server.enqueue(Fault.foreign_body(), times=None, contains=texts[2] + "\n")
+    base = fake_server.openai_base_url if spec.startswith("openai") else fake_server.url
+    judge = JudgeConfig(spec=spec, base_url=base, max_attempts=3, retry_initial_s=0.01)
+    r = score_run(candidates_frame(n), sources_frame(n), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    rows = r.labels.set_index("assertion_id")
+    assert rows.loc["a000", "verdict"] == "unsupported" and rows.loc["a001", "verdict"] == "supported"
+    error = rows.loc["a002", "error"]
+    assert rows.loc["a002", "verdict"] is None and "MalformedResponse" in error and "HTTP 200" in error, error
+    assert "AttributeError" not in error and "TypeError" not in error
+    assert sum(texts[2] + "\n" in q.user for q in fake_server.requests) == 3  # bounded: max_attempts
+    assert r.summary.retries == 1 + 1 + 2 and r.summary.errors == 1
+
+
+def test_sigkill_at_random_moments_loses_no_answer(tmp_path, fake_server):
+    """Done-when of issue 12: SIGKILL `memjudge score` at random moments — during start-up,
+    mid-run, right after the last answer, while outputs are written — sometimes run other
+    settings into the same folder (which rewrites its journal), then finish with the same
+    command: the labels are those of a clean run, no answered item is asked again, the cache
+    holds every answer, and a run into any other folder makes zero requests (counted at the
+    fake server)."""
+    import multiprocessing
+    import random
+
+    import kill_target
+    from memjudge.cache import AnswerCache
+
+    n = 12
+    cand, src = write_inputs(tmp_path, n=n)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(kill_target.PRELOAD)
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    fake_server.latency_s = 0.05
+
+    def start(out, cache, *extra):
+        argv = ["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--base-url", fake_server.openai_base_url,
+                "--out", str(out), "--cache-dir", str(cache), "--concurrency", "4", "--no-progress", *extra]
+        p = ctx.Process(target=kill_target.score, args=(argv, str(tmp_path / "children.log")))
+        p.start()
+        return p
+
+    def finish(out, cache, *extra):
+        p = start(out, cache, *extra)
+        p.join(120)
+        assert p.exitcode == 0, (seed, (tmp_path / "children.log").read_text()[-2000:])
+
+    def journal_lines(out):
+        try:
+            return (out / "journal.jsonl").read_bytes().count(b"\n")
+        except OSError:
+            return 0
+
+    def answered(out):
+        keys = set()
+        for line in (out / "journal.jsonl").read_bytes().split(b"\n") if (out / "journal.jsonl").exists() else []:
+            try:
+                keys.add(json.loads(line)["key"])
+            except ValueError:
+                pass  # the line a kill cut short
+        return keys
+
+    def comparable(out):
+        rows = read_jsonl(out / "labels.jsonl")
+        return [{k: v for k, v in r.items() if k not in ("cached", "latency_s")} for r in rows]
+
+    finish(tmp_path / "clean", tmp_path / "clean-cache")
+    clean, clean_keys = comparable(tmp_path / "clean"), answered(tmp_path / "clean")
+    assert len(clean) == n == len(clean_keys) and all(r["verdict"] in ("supported", "unsupported") for r in clean)
+
+    kills, after_last, rewrites, episodes = 0, 0, 0, 0
+    while (kills < 24 or after_last < 4) and episodes < 40:
+        episodes += 1
+        out, cache = tmp_path / f"run{episodes}", tmp_path / f"cache{episodes}"
+        for _ in range(rng.randint(1, 3)):
+            before = journal_lines(out)
+            p = start(out, cache)
+            trigger = rng.choice(["time", "journal", "last"])
+            deadline = time.monotonic() + 30
+            if trigger == "time":
+                time.sleep(rng.uniform(0.0, 0.6))
+            else:
+                target = n if trigger == "last" else rng.randint(0, n)
+                while journal_lines(out) < target and p.is_alive() and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                if trigger == "journal":
+                    time.sleep(rng.uniform(0.0, 0.03))
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it had ended, and its parent (the forkserver) reaped it
+            p.join(30)
+            if p.exitcode == -signal.SIGKILL:
+                kills += 1
+                after_last += trigger == "last" and before < n <= journal_lines(out)
+        known = answered(out)
+        if rng.random() < 0.3:  # other settings into the same folder: its journal is rewritten
+            finish(out, cache, "--temperature", "0.5")
+            rewrites += 1
+        fake_server.reset()
+        finish(out, cache)  # the same command, to the end
+        assert fake_server.count() <= n - len(known), (seed, episodes)  # nothing answered is paid for twice
+        assert comparable(out) == clean, seed
+        with AnswerCache(cache) as c:
+            assert all(k in c for k in clean_keys), (seed, episodes)
+        fake_server.reset()
+        finish(tmp_path / f"elsewhere{episodes}", cache)
+        assert fake_server.count() == 0, (seed, episodes)
+        assert comparable(tmp_path / f"elsewhere{episodes}") == clean
+    assert kills >= 20 and after_last >= 4, (seed, kills, after_last, episodes)
+    print(f"kill loop: {kills} SIGKILLs ({after_last} right after the last answer), {rewrites} journal rewrites by other "
+          f"settings, {episodes} episodes, seed {seed}")

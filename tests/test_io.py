@@ -326,3 +326,130 @@ def test_extra_columns_of_any_type_are_written(tmp_path):
     # pandas 3 reads a null string as NaN, pandas 2 as None: both mean missing.
     meta = pd.read_parquet(tmp_path / "b" / "labels.parquet")["meta"]
     assert [None if pd.isna(v) else v for v in meta] == ["1", "x", '{"a": 1}', None, "2.5", "true"]
+
+
+# ---------------------------------------------------------------------------------------
+# JSONL lines end at "\n" only (issue 12, item 3)
+
+# Legal raw inside a JSON string, and line breaks to str.splitlines().
+SEPARATORS = "\u2028\u2029\u0085"
+
+
+def _answer_with_separators(server, req):
+    """The fake judge's answer with the separators (raw, not escaped) in its rationale."""
+    from fake_server import default_answer
+
+    obj = json.loads(default_answer(server, req))
+    if "rationale" in obj:
+        obj["rationale"] = f"first{SEPARATORS}second"
+    for fact in obj.get("facts", []):
+        fact["fact"] = f"{fact['fact']}{SEPARATORS}"
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def test_every_jsonl_file_memjudge_writes_reads_back_with_unicode_line_separators(tmp_path, capsys, fake_server, monkeypatch):
+    from memjudge.io import read_candidates, read_coverage, read_labels
+
+    rows = [{**r, "text": f"{r['text']}{SEPARATORS}(x)", "note": f"n{SEPARATORS}{i}"} for i, r in enumerate(GOOD)]
+    cand = tmp_path / "candidates.jsonl"
+    cand.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), encoding="utf-8")  # CRLF too
+    src = tmp_path / "sources.jsonl"
+    src.write_text(SOURCES.replace("honesty.", f"honesty.{SEPARATORS}Really."), encoding="utf-8")
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(json.dumps({"persona_id": "p1", "fact_id": "f1", "text": f"lives{SEPARATORS}in Zurich"}, ensure_ascii=False) + "\n")
+    assert [r["text"] for r in read_candidates(cand).to_dict("records")] == [r["text"] for r in rows]
+    fake_server.answer_fn = _answer_with_separators
+
+    def score(*extra, spec="openai:gpt-4o-mini", out="run", cache="cache"):
+        base = fake_server.openai_base_url if spec.startswith("openai") else fake_server.url
+        return run_inproc(capsys, "score", cand, "--sources", src, "--judge", spec, "--base-url", base, "--out", tmp_path / out,
+                          "--cache-dir", tmp_path / cache, "--no-progress", "--json", *extra)
+
+    code, out, err = score("--replicates", "2")
+    assert code == 0, err
+    labels_path = tmp_path / "run" / "labels.jsonl"
+    assert "\u2028" in labels_path.read_text(encoding="utf-8")  # written raw, as JSON allows
+    labels = read_labels(labels_path)
+    assert len(labels) == 6 and set(labels["rationale"]) == {f"first{SEPARATORS}second"}
+    assert labels.sort_values(["assertion_id", "replicate"])["note"].tolist()[::2] == [r["note"] for r in rows]
+    code, out, err = run_inproc(capsys, "noise", labels_path, "--bootstrap", "20", "--json")
+    assert code == 0, err
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps({"assertion_id": r["assertion_id"], "verdict": "supported", "note": SEPARATORS}, ensure_ascii=False) + "\n"
+                            for r in rows), encoding="utf-8")
+    code, out, err = run_inproc(capsys, "agreement", labels_path, "--gold", gold, "--bootstrap", "20", "--json")
+    assert code == 0, err
+    # the journal: the same folder with an empty cache resumes everything from it
+    fake_server.reset()
+    code, out, err = score("--replicates", "2", cache="empty-cache")
+    assert code == 0, err
+    assert json.loads(out)["resumed"] == 6 and fake_server.count() == 0
+    # coverage.jsonl
+    code, out, err = score("--rubric", "coverage", "--facts", facts, out="cov")
+    assert code == 0, err
+    cov = read_coverage(tmp_path / "cov" / "coverage.jsonl")
+    assert cov["fact_text"].tolist() == [f"lives{SEPARATORS}in Zurich"]
+    # batch result files (the provider's output lines carry the separators raw)
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_S", "0.002")
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_MAX_S", "0.02")
+    code, out, err = score("--batch", out="batch", cache="batch-cache")
+    assert code == 0, err
+    batch_labels = read_labels(tmp_path / "batch" / "labels.jsonl")
+    assert batch_labels["verdict"].notna().all() and set(batch_labels["rationale"]) == {f"first{SEPARATORS}second"}
+
+
+# ---------------------------------------------------------------------------------------
+# one line and exit 2, never a traceback (issue 12, item 9)
+
+
+def test_a_record_nested_thousands_deep_is_one_line(tmp_path, sources, capsys):
+    deep = '{"persona_id": "p1", "assertion_id": "a9", "category": "c", "text": "t", "extra": ' + "[" * 5000 + "]" * 5000 + "}"
+    path = tmp_path / "deep.jsonl"
+    path.write_text(jsonl([GOOD[0], deep]))
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, *JUDGE, "--dry-run")
+    assert_one_line_error(code, err, path, 2, "nested too deeply")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(jsonl([{"assertion_id": "a1", "persona_id": "p1", "category": "c", "judge": "j", "rubric": "r",
+                              "replicate": 0, "verdict": "supported"}, deep]))
+    code, out, err = run_inproc(capsys, "noise", labels)
+    assert_one_line_error(code, err, labels, 2, "nested too deeply")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "noise.json").write_text("[" * 5000 + "]" * 5000)
+    code, out, err = run_inproc(capsys, "report", run_dir)
+    assert code == 2 and len(err.splitlines()) == 1 and "nested too deeply" in err and "Traceback" not in err, err
+
+
+def test_out_naming_a_file_or_a_path_under_a_file_is_one_line(tmp_path, sources, capsys):
+    cand = tmp_path / "c.jsonl"
+    cand.write_text(jsonl(GOOD))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out in (afile, afile / "sub", afile / "sub" / "deeper"):
+        code, _, err = run_inproc(capsys, "score", cand, "--sources", sources, *JUDGE, "--out", out)
+        assert code == 2 and len(err.splitlines()) == 1 and "not a directory" in err and "Traceback" not in err, err
+        assert str(afile) in err
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(jsonl([{"assertion_id": "a1", "persona_id": "p1", "category": "c", "judge": "j", "rubric": "r",
+                              "replicate": r, "verdict": "supported"} for r in (0, 1)]))
+    code, _, err = run_inproc(capsys, "noise", labels, "--bootstrap", "10", "--out", afile / "sub")
+    assert code == 2 and len(err.splitlines()) == 1 and "not a directory" in err and "Traceback" not in err, err
+
+
+# ---------------------------------------------------------------------------------------
+# small things (issue 12, item 10)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_extra_column_named_line_reaches_the_labels(fmt, tmp_path, sources, fake_server, capsys):
+    rows = [{**r, "_line": f"L{i}"} for i, r in enumerate(GOOD)]
+    path = tmp_path / f"c.{fmt}"
+    if fmt == "jsonl":
+        path.write_text(jsonl(rows))
+    else:
+        pd.DataFrame(rows).to_csv(path, index=False)
+    code, out, err = run_inproc(capsys, "score", path, "--sources", sources, "--judge", "openai:gpt-4o-mini", "--base-url",
+                                fake_server.openai_base_url, "--out", tmp_path / "run", "--cache-dir", tmp_path / "cache", "--no-progress")
+    assert code == 0, err
+    labels = [json.loads(line) for line in (tmp_path / "run" / "labels.jsonl").read_text().split("\n") if line]
+    assert [x["_line"] for x in labels] == ["L0", "L1", "L2"]

@@ -21,6 +21,7 @@ import openai
 from pydantic import BaseModel
 
 from memjudge.errors import UsageError
+from memjudge.judges.base import MalformedResponse
 from memjudge.judges import JudgeCall, Prompt, make_judge
 from memjudge.retry import call_with_retry
 
@@ -418,11 +419,12 @@ def test_permanent_outage_stops_after_max_attempts(provider, make, fake_server):
     assert fake_server.count() == 3
 
 
-def test_malformed_response_body_raises_without_retry(provider, make, fake_server):
-    fake_server.enqueue(Fault.malformed_body(), times=None)
-    with pytest.raises(ValueError):
-        ask(make(), retry=True)
-    assert fake_server.count() == 1
+@pytest.mark.parametrize("fault", [Fault.malformed_body(), Fault.foreign_body()], ids=["not-json", "not-the-provider"])
+def test_a_200_body_that_is_not_a_provider_response_is_transient(provider, make, fake_server, fault):
+    fake_server.enqueue(fault, times=None)
+    with pytest.raises(MalformedResponse, match="HTTP 200 with a body that is not"):
+        ask(make(max_attempts=3), retry=True)
+    assert fake_server.count() == 3
 
 
 # --------------------------------------------------------------------------------------------

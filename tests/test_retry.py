@@ -11,7 +11,7 @@ import time
 import pytest
 
 from memjudge.judges.base import Judge, JudgeConfig
-from memjudge.retry import RetryEvent, backoff_s, call_with_retry, delay_from_headers, parse_duration
+from memjudge.retry import RetryDelayTooLong, RetryEvent, backoff_s, call_with_retry, delay_from_headers, parse_duration
 
 
 class Transient(Exception):
@@ -143,11 +143,18 @@ def test_server_delay_wins_over_backoff_with_small_positive_jitter():
     assert [e.server_delay_s for e in events] == [4.0, 0.0, None]
 
 
-def test_server_delay_is_capped_at_retry_max():
+def test_server_delay_is_honoured_beyond_retry_max_up_to_retry_after_max():
+    attempt = Script(Transient(delay=8.0))
+    _, sleeps, events = run(judge(retry_max_s=5.0), attempt)
+    assert 8.0 <= sleeps[0] <= 8.8 and events[0].server_delay_s == 8.0  # not cut to 5 s
     attempt = Script(Transient(delay=3600.0))
-    _, sleeps, events = run(judge(retry_max_s=2.5), attempt)
-    assert sleeps == [2.5]
-    assert events[0].server_delay_s == 3600.0
+    with pytest.raises(RetryDelayTooLong, match=r"asked to wait 3600 s .* retry_after_max_s = 600 s: not retried \(Transient\)") as info:
+        run(judge(retry_max_s=2.5), attempt)
+    assert attempt.calls == 1 and isinstance(info.value.__cause__, Transient)
+    # on the last attempt the last error itself is what is left to say
+    attempt = Script(Transient(delay=3600.0))
+    with pytest.raises(Transient):
+        run(judge(max_attempts=1), attempt)
 
 
 def test_real_sleep_is_used_by_default():

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memjudge.errors import InputError, MemjudgeError, UsageError
+from memjudge.io import is_blank, jsonl_lines, open_private
 from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall
 
 STATE_FILE = "batches.json"
@@ -68,7 +69,7 @@ def _result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict 
     reason, never a guessed label."""
     try:
         rec = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         m = re.search(r'"%s"\s*:\s*"([^"]+)"' % id_field, raw)
         if m and m.group(1) in calls:
             out[m.group(1)] = LineResult("final", error=f"unreadable batch output line: not JSON ({raw[:80]!r}...)")
@@ -154,7 +155,8 @@ class BatchState:
         if not path.is_file():
             return cls(path, {"version": STATE_VERSION, "judge": None, "invocations": 0, "jobs": []})
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            with open_private(path, "r") as f:
+                data = json.loads(f.read())
         except (OSError, ValueError) as e:
             raise InputError(str(path), f"cannot read the batch state: {e}") from None
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION or not isinstance(data.get("jobs"), list):
@@ -170,7 +172,7 @@ class BatchState:
         leaves the previous or the new state, never half of one."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open_private(tmp, "w") as f:
             json.dump(self.data, f, separators=(",", ":"))
             f.flush()
             os.fsync(f.fileno())
@@ -182,7 +184,7 @@ class _RunLock:
 
     def __init__(self, run_dir: Path):
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.f = open(run_dir / LOCK_FILE, "w")
+        self.f = open_private(run_dir / LOCK_FILE, "w")
         try:
             fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -289,8 +291,8 @@ class _OpenAIBatches:
                 return (await self._client().files.content(fid)).content
 
             data = await call_with_retry(self.judge, download, on_retry=getattr(self, "on_retry", None))
-            for raw in data.decode("utf-8", "replace").splitlines():
-                if raw.strip():
+            for raw in jsonl_lines(data.decode("utf-8", "replace")):
+                if not is_blank(raw):
                     self._line(raw, calls, out)
         return out
 
@@ -395,8 +397,8 @@ class _GeminiBatches:
                 return await self._client().files.download(file=dest.file_name)
 
             data = await call_with_retry(self.judge, download, on_retry=getattr(self, "on_retry", None))
-            for raw in data.decode("utf-8", "replace").splitlines():
-                if raw.strip():
+            for raw in jsonl_lines(data.decode("utf-8", "replace")):
+                if not is_blank(raw):
                     self._file_line(raw, calls, out)
             return out
         responses = (dest.inlined_responses if dest is not None else None) or []

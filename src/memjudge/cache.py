@@ -6,7 +6,7 @@ is a paid request repeated and a replicate that is no longer the same draw. The 
 are stored in the cache itself, so every later opening keeps them.
 
 Keys are sha256 hex digests of canonical JSON of everything that changes an answer (judge
-spec, exact model, base URL, generation parameters, rubric name + template hash + schema,
+spec, exact model, endpoint (null for the provider's default), generation parameters, rubric name + template hash + schema,
 rendered prompt, replicate index) and nothing else. Values are JSON strings (never pickles,
 which change between Python versions) holding only validated answers.
 """
@@ -82,7 +82,7 @@ class AnswerCache:
             return None
         try:
             return json.loads(value)
-        except (TypeError, json.JSONDecodeError):
+        except (TypeError, json.JSONDecodeError, RecursionError):
             return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
 
     def get_many(self, keys) -> dict[str, dict]:
@@ -103,6 +103,11 @@ class AnswerCache:
         with self._cache.transact():
             for key, record in items:
                 self.set(key, record)
+
+    def missing(self, keys) -> list[str]:
+        """The keys that have no entry (one transaction: a resumed run checks thousands)."""
+        with self._cache.transact():
+            return [k for k in keys if k not in self._cache]
 
     def __contains__(self, key: str) -> bool:
         return key in self._cache
@@ -145,4 +150,33 @@ class AnswerCache:
         self.close()
 
 
-__all__ = ["AnswerCache", "ENV_VAR", "SETTINGS", "cache_key", "default_cache_dir", "resolve_cache_dir"]
+def _exists(directory: Path) -> bool:
+    """Is there a cache at `directory`? Opening one would create it: looking must not."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"cache dir {directory} is not a directory")
+    from diskcache.core import DBNAME
+
+    return (directory / DBNAME).is_file()
+
+
+def cache_stats(directory: str | os.PathLike | None = None) -> dict[str, Any]:
+    """`memjudge cache stats`: entries, size and settings; an absent cache is reported empty
+    and left absent."""
+    path = resolve_cache_dir(directory)
+    if not _exists(path):
+        return {"directory": str(path), "entries": 0, "size_bytes": 0, "eviction_policy": SETTINGS["eviction_policy"],
+                "size_limit": SETTINGS["size_limit"]}
+    with AnswerCache(path) as cache:
+        return cache.stats()
+
+
+def cache_clear(directory: str | os.PathLike | None = None) -> dict[str, Any]:
+    """`memjudge cache clear`: the number of answers removed (none from an absent cache)."""
+    path = resolve_cache_dir(directory)
+    if not _exists(path):
+        return {"directory": str(path), "removed": 0}
+    with AnswerCache(path) as cache:
+        return {"directory": str(path), "removed": cache.clear()}
+
+
+__all__ = ["AnswerCache", "ENV_VAR", "SETTINGS", "cache_clear", "cache_key", "cache_stats", "default_cache_dir", "resolve_cache_dir"]

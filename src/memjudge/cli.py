@@ -369,18 +369,17 @@ def _errors_note(s) -> int:
 
 
 def cmd_cache(args) -> int:
-    from memjudge.cache import AnswerCache
+    from memjudge.cache import cache_clear, cache_stats
     from memjudge.io import dumps
 
-    if args.cache_command == "clear" and not args.yes:
-        _confirm_clear(args.cache_dir)
-    with AnswerCache(args.cache_dir) as cache:
-        if args.cache_command == "stats":
-            out = cache.stats()
-            text = f"{out['directory']}: {out['entries']} answers, {out['size_bytes']:,} bytes (eviction {out['eviction_policy']})"
-        else:
-            out = {"directory": str(cache.directory), "removed": cache.clear()}
-            text = f"{out['directory']}: removed {out['removed']} answers"
+    if args.cache_command == "stats":
+        out = cache_stats(args.cache_dir)
+        text = f"{out['directory']}: {out['entries']} answers, {out['size_bytes']:,} bytes (eviction {out['eviction_policy']})"
+    else:
+        if not args.yes:
+            _confirm_clear(args.cache_dir)
+        out = cache_clear(args.cache_dir)
+        text = f"{out['directory']}: removed {out['removed']} answers"
     print(dumps(out, indent=2) if args.json else text)
     return 0
 
@@ -736,6 +735,12 @@ def main(argv: list[str] | None = None) -> int:
     except MemjudgeError as e:
         msg = str(e)
         print(msg if msg.startswith("memjudge") or not isinstance(e, UsageError) else f"memjudge: {msg}", file=sys.stderr)
+        return 2
+    except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
+        # A path the user named that cannot be written as asked: their fix, so one line.
+        if e.filename is None:
+            raise
+        print(f"memjudge: {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("memjudge: interrupted; answers received so far are saved, rerun the same command to resume", file=sys.stderr)

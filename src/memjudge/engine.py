@@ -8,7 +8,9 @@ validated, resumable.
 Every answer that validates is appended to the run's journal (`RUN_DIR/journal.jsonl`,
 flushed per answer) and to the cache before anything else happens, so killing the process
 at any moment loses nothing; a rerun reuses every valid answer (journal first, then the
-cache) and asks only for the rest. Answers that fail (provider error after retries, safety
+cache) and asks only for the rest. Each run begins by copying into the cache any journal
+answer it lacks (a kill can fall between the two writes): only then may the journal be
+rewritten. Answers that fail (provider error after retries, safety
 block, truncation, empty, or invalid JSON after `MAX_REASKS` re-asks) become rows with
 `verdict = null` and an `error`, are never cached, and are asked again on the next run.
 """
@@ -35,6 +37,7 @@ from memjudge import io
 from memjudge.cache import AnswerCache, cache_key
 from memjudge.errors import InputError, MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
+from memjudge.judges.base import RequestTimeout
 from memjudge.ratelimit import RateLimiter
 from memjudge.rubrics import AnswerError, Rubric, evidence_found, load_rubric
 
@@ -240,9 +243,23 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _path_part(name: str) -> str:
+    """A name (judge spec, rubric name) as part of one file name: no separators, no way up."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[:100] or "_"
+
+
 def default_out_dir(judge_spec: str, rubric_name: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", judge_spec).strip("_")
-    return Path("runs") / f"{safe}-{rubric_name}"
+    return Path("runs") / f"{_path_part(judge_spec)}-{_path_part(rubric_name)}"
+
+
+def run_files(out_dir: Path) -> list[Path]:
+    """Files of a run folder that memjudge opens itself (to append, write or read back as its
+    own); the outputs proper are replaced by a rename, which never follows a link."""
+    from memjudge.batch import LOCK_FILE, STATE_FILE
+
+    opened = [JOURNAL, STATE_FILE, LOCK_FILE]
+    replaced = [JOURNAL, STATE_FILE, "labels.jsonl", "coverage.jsonl", "labels.parquet", "coverage.parquet", "config.json", "summary.json"]
+    return [out_dir / n for n in opened] + [out_dir / f"{n}.tmp" for n in replaced]
 
 
 # ---------------------------------------------------------------------------------------
@@ -291,11 +308,11 @@ class _Job:
     def open_journal(self):
         if self.out_dir is None:
             return
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        io.make_dir(self.out_dir)
         path = self.out_dir / JOURNAL
+        self._journal = io.open_private(path, "a")
         # A kill can leave a last line without its newline; start ours on a fresh line.
-        needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-        self._journal = open(path, "a", encoding="utf-8")
+        needs_newline = self._journal.tell() > 0 and not _ends_with_newline(path)
         if needs_newline:
             self._journal.write("\n")
             self._journal.flush()
@@ -384,14 +401,23 @@ class _Job:
             if attempt:
                 self.reasks += 1
                 current = reask_call(call, last_problem)
-            if self.limiter is not None and self.limiter.active:
-                p = current.prompt
-                await self.limiter.acquire(estimate_tokens(p.system + p.user) + self.rubric.expected_output_tokens)
+            tokens = estimate_tokens(current.prompt.system + current.prompt.user) + self.rubric.expected_output_tokens
             t0 = time.perf_counter()
             self.requests += 1
             try:
-                async def attempt_once(c=current):  # a coroutine function, so tenacity awaits it
-                    return await self.judge.generate(c)
+                async def attempt_once(c=current, tokens=tokens):  # a coroutine function, so tenacity awaits it
+                    # Every attempt, each retry included, waits for the limiter: a provider
+                    # counts the requests that were refused as well.
+                    if self.limiter is not None and self.limiter.active:
+                        await self.limiter.acquire(tokens)
+                    if not self.judge.network:
+                        return await self.judge.generate(c)
+                    timeout_s = self.judge.config.timeout_s
+                    try:
+                        async with asyncio.timeout(timeout_s):
+                            return await self.judge.generate(c)
+                    except TimeoutError as e:
+                        raise RequestTimeout(f"no complete response within timeout_s = {timeout_s:g} s") from e
 
                 answer = await call_with_retry(self.judge, attempt_once, on_retry=self._on_retry)
             except asyncio.CancelledError:
@@ -462,6 +488,7 @@ class _Job:
                     abort.append(self.first_failures[0])
 
         n = max(1, min(self.judge.config.concurrency, len(queue)))
+        await self.judge.prepare()
         try:
             await self.judge.preflight()
         except MemjudgeError as e:
@@ -568,22 +595,29 @@ def _check_coverage(answer: dict, ctx: dict) -> dict:
     return {**answer, "facts": out}
 
 
+def _ends_with_newline(path: Path) -> bool:
+    with io.open_private(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
 def _load_journal(path: Path) -> tuple[dict[str, dict], int]:
     """key → record of every valid answer in the journal, and the number of lines; a damaged
     line (a kill mid-write) is skipped, it is asked again."""
     out: dict[str, dict] = {}
     lines = 0
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return out, lines
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            lines += 1
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
-                out[rec.pop("key")] = rec
+    with io.open_private(path, "rb") as f:
+        data = f.read()
+    for line in io.jsonl_lines(data.decode("utf-8", "replace")):
+        lines += 1
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):  # not an answer we wrote: asked again
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
+            out[rec.pop("key")] = rec
     return out, lines
 
 
@@ -614,9 +648,11 @@ def _lenient(obj):
 def _to_parquet(frame: pd.DataFrame, path: Path) -> None:
     """Parquet wants one type per column; an extra column mixing types (JSON allows it) is
     written as text rather than failing after the judging is done."""
-    tmp = path.with_name(path.name + ".tmp")
+    import io as _bytes_io
+
+    buf = _bytes_io.BytesIO()
     try:
-        frame.to_parquet(tmp, index=False)
+        frame.to_parquet(buf, index=False)
     except Exception:  # pyarrow's type errors come in several classes
         fixed = frame.copy()
         for col in fixed.columns:
@@ -624,15 +660,14 @@ def _to_parquet(frame: pd.DataFrame, path: Path) -> None:
                 kinds = {type(v) for v in fixed[col] if v is not None}
                 if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
                     fixed[col] = [None if v is None else (v if isinstance(v, str) else json.dumps(_lenient(v), ensure_ascii=False)) for v in fixed[col]]
-        fixed.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+        buf = _bytes_io.BytesIO()
+        fixed.to_parquet(buf, index=False)
+    io.write_atomic(path, buf.getvalue())  # pyarrow would follow a link planted at PATH.tmp
 
 
 def _write_text(path: Path, text: str) -> None:
     """Atomically: a reader (or a kill) never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    io.write_atomic(path, text)
 
 
 # ---------------------------------------------------------------------------------------
@@ -873,10 +908,22 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 slots.append((add(prompt, item, r), pid, r))
 
     out_dir = Path(out) if out is not None else default_out_dir(judge.spec, rub.name)
+    if write:
+        # Before any paid request: a folder that cannot be made, or a planted link that would
+        # make us write wherever it points.
+        io.check_dir(out_dir)
+        io.refuse_links(run_files(out_dir))
     cache = AnswerCache(cache_dir) if use_cache else None
     try:
         # Reuse: this run directory's journal first, then the cache.
         journal, journal_lines = _load_journal(out_dir / JOURNAL) if write else ({}, 0)
+        if cache is not None and journal and not dry_run:
+            # Answers journaled just before a kill may not have reached the cache. All of them
+            # go there now, pending work or not and whatever settings they were asked with:
+            # the journal may be rewritten at the end of this run, and only then is that safe.
+            unsaved = cache.missing(journal)
+            if unsaved:
+                cache.set_many((k, journal[k]) for k in unsaved)
         for key, task in tasks.items():
             rec = journal.get(key)
             if rec is not None:
@@ -887,11 +934,6 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             for key, rec in found.items():
                 tasks[key].record, tasks[key].origin = rec, "cache"
         pending = [t for t in tasks.values() if t.record is None]
-        if cache is not None and pending and journal:
-            # A resumed run: answers journaled just before a kill may not have reached the cache.
-            unsaved = [(k, t.record) for k, t in tasks.items() if t.origin == "journal" and k not in cache]
-            if unsaved:
-                cache.set_many(unsaved)
 
         if dry_run:
             est_in = sum(estimate_tokens(t.call.prompt.system + "\n" + t.call.prompt.user) for t in pending)
@@ -905,7 +947,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
                 errors=0, verdicts={}, tokens={}, cost_usd=None, seconds=round(time.perf_counter() - t_start, 3), dry_run=True,
                 estimated_input_tokens=est_in, estimated_output_tokens=est_out, estimated_cost_usd=est_cost,
-                out_dir=str(out_dir), cache_dir=str(cache.directory) if cache else None,
+                out_dir=str(out_dir), cache_dir=str(cache.directory) if cache is not None else None,
                 batch={"discount": judge.config.batch_discount} if batch is not None else None,
             )
             if echo is not None and pending:
@@ -955,15 +997,20 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
             errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
             tokens=dict(job.tokens), cost_usd=job_cost_usd(judge.config, job.tokens, job.batch_tokens), seconds=0.0,
-            out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache else None, batch=batch_report,
+            out_dir=str(out_dir) if write else None, cache_dir=str(cache.directory) if cache is not None else None, batch=batch_report,
             judge_settings=judge.effective() or None,
         )
         if write:
             # New answers were appended as they came; rewrite only when the journal holds
             # lines this job did not use (damaged, other settings) or lacks cache hits.
             compact = summary.cached > 0 or journal_lines != summary.resumed
-            _write_outputs(out_dir, judge, rub, labels, coverage, rows, tasks if compact else None, summary, parquet=parquet, inputs=inputs,
-                           replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache else None, use_cache=use_cache)
+            kept = None
+            if compact:
+                kept = {k: t.record for k, t in tasks.items() if t.record is not None}
+                if cache is None:  # the journal is then the only copy of other jobs' answers
+                    kept = {**{k: v for k, v in journal.items() if k not in tasks}, **kept}
+            _write_outputs(out_dir, judge, rub, labels, coverage, rows, kept, summary, parquet=parquet, inputs=inputs,
+                           replicates=replicates, judges_file=judges_file, argv=argv, cache_dir=cache.directory if cache is not None else None, use_cache=use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if write:
             io.write_json(out_dir / "summary.json", summary.as_dict())
@@ -980,24 +1027,25 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             cache.close()
 
 
-def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, tasks, summary, *, parquet, inputs, replicates,
+def _write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, summary, *, parquet, inputs, replicates,
                    judges_file, argv, cache_dir, use_cache) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    io.make_dir(out_dir)
     frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
     _write_text(out_dir / f"{name}.jsonl", "".join(map(_json_line, rows)))
     if parquet:
         _to_parquet(frame, out_dir / f"{name}.parquet")
-    # The journal keeps exactly the valid answers of this job (it is the run's own memory
-    # when the cache is cleared or elsewhere); written atomically like the outputs.
-    if tasks is not None:  # None: the journal already holds exactly these answers
-        _write_text(out_dir / JOURNAL, "".join(_json_line({"key": k, **t.record}) for k, t in tasks.items() if t.record is not None))
+    # The journal keeps the valid answers of this job (it is the run's own memory when the
+    # cache is cleared or elsewhere); written atomically like the outputs. Its other answers
+    # were copied into the cache when the run began (without a cache, `kept` holds them).
+    if kept is not None:  # None: the journal already holds exactly these answers
+        _write_text(out_dir / JOURNAL, "".join(_json_line({"key": k, **rec}) for k, rec in kept.items()))
     from memjudge import __version__
 
     config = {
         "memjudge_version": __version__,
         "command": argv,
-        "judge": {**judge.identity(), "simulated": bool(judge.simulated), "config": judge.config.model_dump(mode="json"),
-                  "effective": judge.effective() or None},
+        "judge": {**judge.identity(), "endpoint": judge.endpoint, "simulated": bool(judge.simulated),
+                  "config": judge.config.model_dump(mode="json"), "effective": judge.effective() or None},
         "rubric": rub.describe(),
         "replicates": replicates,
         "inputs": {k: ({"path": v, "sha256": _file_digest(v)} if v else None) for k, v in inputs.items()},

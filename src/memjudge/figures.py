@@ -87,9 +87,11 @@ def _empty(fig: Figure, message: str) -> Figure:
 
 def save_png(fig: Figure, path, dpi: int = DPI) -> Path:
     """Write `fig` as PNG; returns the path."""
+    from memjudge.io import write_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=dpi, metadata={"Software": "memjudge"})
+    write_atomic(path, png_bytes(fig, dpi))  # savefig(path) would follow a link planted there
     return path
 
 

@@ -115,4 +115,6 @@ def load_policy(path) -> Policy:
         raise PolicyFileError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise PolicyFileError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise PolicyFileError(f"{path}: JSON nested too deeply") from None
     return Policy.from_dict(d, str(path))

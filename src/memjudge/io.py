@@ -2,12 +2,14 @@
 
 Every reader takes JSONL, CSV or Parquet by extension and either returns a validated
 DataFrame or raises `InputError` naming the file and the 1-based line (for Parquet, the
-1-based row). A line's number is kept in the private column `_line` until validation ends.
+1-based row). A line's number is kept in the private column `LINE` until validation ends;
+its name holds a NUL so that no real column (`_line` included) is mistaken for it.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import io as _io
 import json
 import math
@@ -18,9 +20,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from memjudge.errors import InputError
+from memjudge.errors import InputError, UsageError
 
-LINE = "_line"
+LINE = "\x00line"
 EXTENSIONS = (".jsonl", ".csv", ".parquet")
 
 CANDIDATE_COLUMNS = ["persona_id", "assertion_id", "category", "confidence", "text"]
@@ -66,16 +68,32 @@ def decode_file(path: Path) -> str:
         raise InputError(path, f"not valid UTF-8 (byte 0x{data[e.start]:02x})", line) from None
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """A JSONL text's lines. Only "\n" ends a line ("\r\n" too): `str.splitlines()` also
+    breaks at U+2028, U+2029, U+0085 and others, which JSON allows raw inside strings."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def is_blank(line: str) -> bool:
+    """Nothing but JSON whitespace (str.strip() would also eat U+2028 and friends)."""
+    return not line.strip(" \t\r\n")
+
+
 def jsonl_records(path: Path):
     """(line number, object) for each non-blank line; anything but a JSON object is an error."""
     text = decode_file(path)
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
+    for n, raw in enumerate(jsonl_lines(text), start=1):
+        if is_blank(raw):
             continue
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as e:
             raise InputError(path, f"not valid JSON ({e.msg})", n) from None
+        except RecursionError:
+            raise InputError(path, "JSON nested too deeply", n) from None
         if not isinstance(obj, dict):
             raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
         yield n, obj
@@ -92,7 +110,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     # Object columns and None for absent keys, so an explicit NaN stays distinguishable from "missing".
     cols = list(dict.fromkeys(k for r in rows for k in r))
     df = pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
-    df[LINE] = lines
+    _add_lines(df, path, lines)
     return df
 
 
@@ -139,7 +157,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise InputError(path, "no rows after the header")
     # CSV has no null: an empty field means "missing".
     df = pd.DataFrame(rows, dtype=object).map(lambda v: None if v == "" else v)
-    df[LINE] = lines
+    _add_lines(df, path, lines)
     return df
 
 
@@ -156,19 +174,27 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     # must stay an error while a null one means "missing".
     cols = table.column_names
     df = pd.DataFrame({c: pd.Series(table.column(c).to_pylist(), dtype=object) for c in cols}, columns=cols)
-    df[LINE] = np.arange(1, len(df) + 1)
+    _add_lines(df, path, np.arange(1, len(df) + 1))
     return df.reset_index(drop=True)
 
 
+def _add_lines(df: pd.DataFrame, path: Path, lines) -> None:
+    if LINE in df.columns:
+        raise InputError(path, f"column name {LINE!r} is reserved")
+    df[LINE] = lines
+
+
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """Read any supported file into a DataFrame of raw values plus a `_line` column."""
+    """Read any supported file into a DataFrame of raw values plus the `LINE` column."""
     path = Path(path)
     ext = _check_path(path)
     if ext == ".jsonl":
-        return _read_jsonl(path)
-    if ext == ".csv":
-        return _read_csv(path)
-    return _read_parquet(path)
+        df = _read_jsonl(path)
+    elif ext == ".csv":
+        df = _read_csv(path)
+    else:
+        df = _read_parquet(path)
+    return df
 
 
 # ---------------------------------------------------------------------------------------
@@ -429,7 +455,7 @@ def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:
             if isinstance(v, str):  # CSV: a JSON list in one field
                 try:
                     v = json.loads(v)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     raise InputError(p, "'covered_by' must be a JSON list of assertion ids", line) from None
             if v is None:
                 cov.append(None)  # the judge gave no valid answer for this persona
@@ -447,6 +473,69 @@ def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:
             df["replicate"] = 0
         frames.append(df)
     return _finish(pd.concat(frames, ignore_index=True), keep_line)
+
+
+# ---------------------------------------------------------------------------------------
+# files in run folders: written atomically, never through a link someone else planted
+
+
+def _refuse_link(path: Path) -> UsageError:
+    return UsageError(f"{path} is a symbolic link; memjudge does not follow a link it did not create in a run folder: remove it")
+
+
+def open_private(path, mode: str = "w"):
+    """`open(path, mode)` that refuses to follow a symbolic link at `path` (O_NOFOLLOW): a
+    link planted at a run folder's journal or temporary file would make memjudge write
+    wherever it points. Modes: r, rb, w, wb, a, ab."""
+    path = Path(path)
+    base = mode.replace("b", "")
+    flags = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND}[base]
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP or path.is_symlink():
+            raise _refuse_link(path) from None
+        raise
+    return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
+
+
+def refuse_links(paths) -> None:
+    """UsageError for the first of `paths` that is a symbolic link (checked before any paid
+    request; `open_private` checks again when the file is opened)."""
+    for p in paths:
+        if Path(p).is_symlink():
+            raise _refuse_link(Path(p))
+
+
+def check_dir(path, what: str = "output folder") -> None:
+    """UsageError when `path` cannot be a directory: it is a file, or lies under one."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(f"{what} {path}: {p} is not a directory")
+            return
+
+
+def make_dir(path, what: str = "output folder") -> Path:
+    """`path` as a directory, created if needed; one-line UsageError when it cannot be."""
+    path = Path(path)
+    check_dir(path, what)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{what} {path}: cannot create it ({e.strerror})") from None
+    return path
+
+
+def write_atomic(path, data: str | bytes) -> None:
+    """Write through `PATH.tmp` and rename, so a reader (or a kill) never sees half a file;
+    a link at PATH itself is replaced, not followed."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open_private(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -484,17 +573,15 @@ def dumps(obj, **kw) -> str:
 def write_json(path, obj) -> None:
     """Write atomically, so a reader never sees half a file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dumps(obj, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    make_dir(path.parent)
+    write_atomic(path, dumps(obj, indent=2) + "\n")
 
 
 def write_jsonl(path, rows: Iterable[dict]) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    make_dir(path.parent)
+    tmp = path.with_name(path.name + ".tmp")
+    with open_private(tmp, "w") as f:
         for r in rows:
             f.write(dumps(r) + "\n")
     os.replace(tmp, path)

@@ -1,9 +1,15 @@
 """Requests- and tokens-per-minute limits for one judge (spec §5).
 
-Requests are spaced evenly (60/rpm seconds apart) rather than released in a burst at the
-start of each minute, so a provider's sliding window never sees more than it allows.
-Tokens use a bucket holding one minute's budget, refilled continuously; a request larger
-than the whole budget waits for a full bucket instead of waiting forever.
+Guarantee: no window of `window_s` seconds (a minute) holds more than `rpm` request starts,
+or requests of more than `tpm` estimated tokens, plus at most one request. The engine asks
+the limiter before every attempt it sends — retries after a 429 and re-asks included.
+
+Both limits are spacings, not buckets: a request may start `window_s / rpm` seconds after
+the previous one, and a request of k tokens delays the next by `k * window_s / tpm` seconds.
+A bucket that starts full (or refills while idle) lets a whole minute's budget out at once
+and then the refill on top of it: nearly twice the limit in the first minute. Spacing keeps
+a provider's sliding window under its limit from the first request on. A request larger than
+the whole budget is not refused: it goes out, and the next one waits for it to be paid back.
 """
 
 from __future__ import annotations
@@ -12,6 +18,10 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+# The providers' limits are per minute. A parameter so tests can check the guarantee on
+# windows of a second or two instead of minutes.
+WINDOW_S = 60.0
+
 
 class RateLimiter:
     def __init__(
@@ -19,26 +29,24 @@ class RateLimiter:
         rpm: float | None = None,
         tpm: float | None = None,
         *,
+        window_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ):
         if rpm is not None and rpm <= 0 or tpm is not None and tpm <= 0:
             raise ValueError("rpm and tpm must be positive")
         self.rpm, self.tpm = rpm, tpm
+        self.window_s = float(WINDOW_S if window_s is None else window_s)
+        if not self.window_s > 0:
+            raise ValueError("window_s must be positive")
         self._clock, self._sleep = clock, sleep
-        self._next_request = clock()
-        self._tokens = float(tpm or 0)
-        self._refilled = clock()
+        self._next_request = clock()  # earliest start allowed by rpm
+        self._next_tokens = clock()  # earliest start allowed by tpm (tokens spent so far paid back)
         self._lock = asyncio.Lock()
 
     @property
     def active(self) -> bool:
         return self.rpm is not None or self.tpm is not None
-
-    def _refill(self, now: float) -> None:
-        if self.tpm is not None:
-            self._tokens = min(self.tpm, self._tokens + (now - self._refilled) * self.tpm / 60.0)
-        self._refilled = now
 
     async def acquire(self, tokens: int = 0) -> None:
         """Wait until one request of about `tokens` tokens may start."""
@@ -47,22 +55,20 @@ class RateLimiter:
         # One waiter at a time keeps the order fair (first come, first served).
         async with self._lock:
             now = self._clock()
-            wait = 0.0
+            start = now
             if self.rpm is not None:
-                wait = max(wait, self._next_request - now)
+                start = max(start, self._next_request)
             if self.tpm is not None:
-                self._refill(now)
-                need = min(float(tokens), float(self.tpm))
-                if self._tokens < need:
-                    wait = max(wait, (need - self._tokens) * 60.0 / self.tpm)
-            if wait > 0:
-                await self._sleep(wait)
+                start = max(start, self._next_tokens)
+            if start > now:
+                await self._sleep(start - now)
                 now = self._clock()
+            # Spacing from the actual start (a late wake-up never lets the next one in early).
+            start = max(now, start)
             if self.rpm is not None:
-                self._next_request = max(now, self._next_request) + 60.0 / self.rpm
+                self._next_request = start + self.window_s / self.rpm
             if self.tpm is not None:
-                self._refill(now)
-                self._tokens -= min(float(tokens), float(self.tpm))
+                self._next_tokens = start + max(0.0, float(tokens)) * self.window_s / self.tpm
 
 
-__all__ = ["RateLimiter"]
+__all__ = ["RateLimiter", "WINDOW_S"]

@@ -127,7 +127,7 @@ class Run:
 def _simulated_marker(path: Path) -> bool:
     try:
         return bool(json.loads(path.read_text(encoding="utf-8")).get("simulated"))
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
@@ -142,6 +142,8 @@ def _read_json(path: Path) -> dict:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise InputError(path, f"expected a JSON object, found {type(obj).__name__}")
     return obj
@@ -1768,8 +1770,6 @@ def report(run_dir, formats: str | Sequence[str] = FORMATS, out_dir=None, dpi: i
 
 
 def _write(path: Path, text: str) -> None:
-    import os
+    from memjudge.io import write_atomic
 
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)

@@ -74,21 +74,26 @@ def parse_duration(value) -> float | None:
     return None
 
 
+class RetryDelayTooLong(Exception):
+    """The server asked for a longer wait than `retry_after_max_s`: retrying any earlier would
+    only be refused again, and waiting that long is not what the user asked for."""
+
+
 def backoff_s(judge: Judge, attempt: int, server_delay_s: float | None = None) -> float:
     """Seconds to wait after failed attempt number `attempt` (1-based).
 
     The server's own delay wins when it gives one, plus up to 10% jitter so a burst of
-    concurrent requests told "retry in 30s" does not return as one burst; otherwise
-    jittered exponential backoff from `retry_initial_s`. Both are capped at `retry_max_s`.
+    concurrent requests told "retry in 30s" does not return as one burst. It is never cut to
+    `retry_max_s` (an early retry is refused again); `call_with_retry` gives up instead when
+    it is over `retry_after_max_s`. Otherwise jittered exponential backoff from
+    `retry_initial_s`, capped at `retry_max_s`.
     """
     cfg = judge.config
     if server_delay_s is not None:
-        wait = max(0.0, server_delay_s) * (1.0 + 0.1 * random.random())
-    else:
-        base = cfg.retry_initial_s * 2.0 ** (attempt - 1)
-        # Jitter in [base, 2*base): never shorter than the schedule, decorrelated across calls.
-        wait = base * (1.0 + random.random())
-    return min(wait, cfg.retry_max_s)
+        return max(0.0, server_delay_s) * (1.0 + 0.1 * random.random())
+    base = cfg.retry_initial_s * 2.0 ** (attempt - 1)
+    # Jitter in [base, 2*base): never shorter than the schedule, decorrelated across calls.
+    return min(base * (1.0 + random.random()), cfg.retry_max_s)
 
 
 async def call_with_retry(
@@ -100,6 +105,8 @@ async def call_with_retry(
 ) -> T:
     """Await `attempt()` until it succeeds, a non-retryable error occurs, or
     `judge.config.max_attempts` attempts have failed; then re-raise the last error as is.
+    When the server asks for a wait over `retry_after_max_s`, raise `RetryDelayTooLong`
+    (from that error) at once.
 
     `on_retry` is called (synchronously, before sleeping) for every retry, so callers can
     count retries or show them in progress. `sleep` is injectable for tests.
@@ -126,13 +133,28 @@ async def call_with_retry(
             )
         )
 
+    cfg = judge.config
+
+    def too_long(state: RetryCallState) -> bool:
+        delay = server_delay.get(state.attempt_number)
+        return delay is not None and delay > cfg.retry_after_max_s
+
+    def give_up(state: RetryCallState):  # tenacity asks `wait` before `stop`: the delay is known
+        exc = state.outcome.exception()
+        if too_long(state) and state.attempt_number < cfg.max_attempts:
+            raise RetryDelayTooLong(
+                f"the server asked to wait {server_delay[state.attempt_number]:g} s before retrying, more than "
+                f"retry_after_max_s = {cfg.retry_after_max_s:g} s: not retried ({type(exc).__name__})"
+            ) from exc
+        raise exc
+
     retrying = AsyncRetrying(
         retry=retry_if_exception(judge.is_retryable),
-        stop=stop_after_attempt(judge.config.max_attempts),
+        stop=stop_after_attempt(cfg.max_attempts) | too_long,
         wait=wait,
         before_sleep=before_sleep,
         sleep=sleep,
-        reraise=True,
+        retry_error_callback=give_up,
     )
 
     # tenacity awaits only coroutine *functions*; `lambda: judge.generate(call)` is a plain
@@ -143,4 +165,4 @@ async def call_with_retry(
     return await retrying(once)
 
 
-__all__ = ["RetryEvent", "RetryObserver", "backoff_s", "call_with_retry", "delay_from_headers", "parse_duration"]
+__all__ = ["RetryDelayTooLong", "RetryEvent", "RetryObserver", "backoff_s", "call_with_retry", "delay_from_headers", "parse_duration"]

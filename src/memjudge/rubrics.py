@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import DictLoader, StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
 
@@ -48,10 +48,55 @@ def _data(value: Any) -> str:
     return text.replace("<<<", "\u2039\u2039\u2039").replace(">>>", "\u203a\u203a\u203a")
 
 
+# Line breaks to some reader (str.splitlines(), a tokenizer's view) that JSON leaves raw.
+_RAW_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
+
+
+def _entry(value: Any) -> str:
+    """One list entry (a fact, an assertion) as one JSON object on one line: quotes, line
+    breaks and brackets in its text are escaped, so it can neither end its entry nor start
+    another, however a reader splits lines; markers are made inert as in `data`."""
+    def inert(v):
+        if isinstance(v, dict):
+            return {str(k): inert(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [inert(x) for x in v]
+        return _data(v) if isinstance(v, str) else v
+
+    text = json.dumps(inert(value), ensure_ascii=False)
+    for raw, escaped in _RAW_BREAKS.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
 def _environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+    # An empty loader: a template that reaches for another one fails as a TemplateError (one
+    # line), not as jinja2's "no loader for this environment" TypeError.
+    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False, loader=DictLoader({}))
     env.filters["data"] = _data
+    env.filters["entry"] = _entry
     return env
+
+
+def list_entries(block: str) -> list[tuple[str, str]]:
+    """(id, text) of the entries of a rendered list block (the inside of <<<FACTS or
+    <<<ASSERTIONS): one JSON object per line, as the `entry` filter writes them; an older
+    rubric's `[id] text` lines are read too."""
+    out = []
+    for line in block.split("\n"):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and "id" in obj:
+                out.append((str(obj["id"]), str(obj.get("text", ""))))
+        else:
+            m = re.match(r"^\[([^\]\n]+)\] ?(.*)$", line)
+            if m:
+                out.append((m.group(1), m.group(2)))
+    return out
 
 
 _ENV = _environment()
@@ -200,6 +245,8 @@ def parse_json_answer(text: str | None) -> Any:
         return json.loads(s)
     except json.JSONDecodeError as e:
         raise AnswerError(f"answer is not valid JSON ({e.msg} at char {e.pos})") from None
+    except RecursionError:
+        raise AnswerError("answer is JSON nested too deeply") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,6 +302,9 @@ def rubric_from_toml(text: str, origin: str) -> Rubric:
     try:
         for t in (data["system"], data["user"]):
             _ENV.from_string(t)
+            if next(_ENV.parse(t).find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)), None) is not None:
+                raise InputError(origin, "rubric template: {% include %}, {% import %} and {% extends %} are not allowed: "
+                                         "a rubric is one self-contained file")
     except TemplateError as e:
         raise InputError(origin, f"rubric template: {type(e).__name__}: {e}") from None
     rubric = Rubric(
@@ -319,5 +369,5 @@ def evidence_found(evidence: str | None, source: str) -> bool | None:
 
 __all__ = [
     "AnswerError", "KINDS", "Rubric", "VERDICTS", "builtin_names", "canonical_json", "evidence_found",
-    "load_rubric", "model_from_schema", "normalise_ws", "parse_json_answer", "rubric_from_toml",
+    "list_entries", "load_rubric", "model_from_schema", "normalise_ws", "parse_json_answer", "rubric_from_toml",
 ]

@@ -169,6 +169,8 @@ def json_list_cell(path: Path, line: int, column: str, cell: str) -> list:
     """A CSV cell holding a JSON list, e.g. '["Single", "Divorced"]' or '[0, 1, 0.5]'."""
     try:
         value = json.loads(cell)
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply", line) from None
     except json.JSONDecodeError as e:
         raise InputError(path, f"{column!r} is not a JSON list ({e.msg}): {cell[:60]!r}", line) from None
     if not isinstance(value, list):

@@ -31,7 +31,7 @@ class JudgeConfig(BaseModel):
     max_output_tokens: int | None = 1024
     seed: int | None = None
     thinking_budget: int | None = None
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # per attempt, connecting, waiting and reading together (network judges)
     concurrency: int = Field(16, ge=1)
     rpm: float | None = Field(None, gt=0)
     tpm: float | None = Field(None, gt=0)
@@ -41,7 +41,10 @@ class JudgeConfig(BaseModel):
     # Retrying (retry.py): not generation parameters, so not part of the cache key.
     max_attempts: int = Field(8, ge=1)
     retry_initial_s: float = Field(1.0, ge=0)
-    retry_max_s: float = Field(60.0, ge=0)
+    retry_max_s: float = Field(60.0, ge=0)  # cap of our own backoff; a server's delay is honoured beyond it
+    # A server asking for a longer wait than this (Retry-After, RetryInfo) is not retried: the
+    # row says so and a rerun asks again.
+    retry_after_max_s: float = Field(600.0, ge=0)
     # Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...).
     options: dict[str, Any] = Field(default_factory=dict)
     # Hosted and compatible judges (openai:, gemini:). How the answer's JSON is asked for:
@@ -252,6 +255,15 @@ def is_request_error(status: int | None, body_text: str) -> bool:
     return status is not None and status >= 500 and bool(_VALIDATION.search(body_text or ""))
 
 
+def normalise_base_url(url: str | None) -> str | None:
+    """One spelling per endpoint: surrounding blanks and trailing slashes do not make a new
+    one (`…/v1` and `…/v1/` are the same server). Empty is no URL."""
+    if url is None:
+        return None
+    url = str(url).strip().rstrip("/")
+    return url or None
+
+
 # Statuses worth asking again (with 5xx): timeout, conflict, rate limit. 400/401/403/404 are not.
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
 
@@ -287,6 +299,16 @@ class LoopBoundClient:
 FINISH_REASONS = ("stop", "length", "safety", "empty", "other")
 
 
+class MalformedResponse(Exception):
+    """HTTP 200, but the body is not the provider's response (not JSON, or JSON of something
+    else: a proxy's page, a misrouted endpoint). Transient as far as we can tell: retried."""
+
+
+class RequestTimeout(TimeoutError):
+    """No complete response within `timeout_s`: connecting, waiting and reading together.
+    The SDKs' own timeouts bound each read, so a body trickled byte by byte never trips them."""
+
+
 class Judge(ABC):
     """Base class of every provider. Subclasses set `prefix` and implement `generate`."""
 
@@ -295,6 +317,9 @@ class Judge(ABC):
     # Why requests cannot be made (no API key), checked by check_ready() before the first
     # request rather than at construction: a dry run calls nothing and needs no key.
     missing_credentials: str | None = None
+    # Requests go over the network: each attempt is bounded by `timeout_s` as a whole. (The
+    # local judge's first call loads a model for minutes, and it waits its turn on one CPU.)
+    network: ClassVar[bool] = False
 
     def __init__(self, config: JudgeConfig):
         self.config = config
@@ -307,13 +332,18 @@ class Judge(ABC):
     def model(self) -> str:
         return self.config.model
 
+    @property
+    def endpoint(self) -> str | None:
+        """The server this judge asks (None: it asks none). Reported in config.json."""
+        return normalise_base_url(self.config.base_url)
+
     def identity(self) -> dict[str, Any]:
         """Everything about the judge that changes its answers (part of the cache key).
         Never includes an API key."""
         return {
             "spec": self.spec,
             "model": self.model,
-            "base_url": self.config.base_url,
+            "base_url": normalise_base_url(self.config.base_url),
             "params": self.config.generation_params(),
         }
 
@@ -360,6 +390,11 @@ class Judge(ABC):
         using, whether log-probabilities came back, the served model): recorded per run in
         config.json and the summary. Default: none."""
         return {}
+
+    async def prepare(self) -> None:
+        """Do now the slow first-request work (building SDK clients blocks the event loop for
+        a tenth of a second): the engine calls it before the rate limiter times requests, so
+        the spacing it grants is the spacing the server sees."""
 
     async def aclose(self) -> None:
         """Release clients and sockets."""

@@ -27,12 +27,14 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, first_json_object, is_transient_status,
-    parse_answer, schema_prompt, verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, first_json_object,
+    is_transient_status, normalise_base_url, parse_answer, schema_prompt, verdict_log_odds,
 )
 from memjudge.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"  # honoured by google-genai itself
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"  # the SDK's own default
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"thinking_level"})
 # Alternatives per token asked for with response_logprobs (the API's maximum is 20).
@@ -51,17 +53,35 @@ _FINISH = {
 }
 
 
+def _wire_body(text) -> dict[str, Any]:
+    """A generateContent response's JSON; MalformedResponse (retried) when the body is not one."""
+    try:
+        body = json.loads(text) if text else {}
+    except (ValueError, RecursionError):
+        raise MalformedResponse(f"HTTP 200 with a body that is not a Gemini response (not JSON): {str(text)[:120]!r}") from None
+    # A Gemini response has at least one of these, even when it is blocked or empty.
+    if not isinstance(body, dict) or not {"candidates", "promptFeedback", "usageMetadata"} & set(body):
+        raise MalformedResponse("HTTP 200 with a body that is not a Gemini response "
+                                "(no candidates, promptFeedback or usageMetadata)")
+    return body
+
+
 class GeminiJudge(Judge):
     prefix = "gemini"
+    network = True
 
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
         self.check_options(OPTIONS)
         if config.thinking_budget is not None and "thinking_level" in config.options:
             raise UsageError(f"{config.spec}: set thinking_budget or options.thinking_level, not both")
+        # Resolved here, not by the SDK, so that identity() (the cache key) names the server
+        # actually asked; None stands for Google's own endpoint, as it always has in the key.
+        url = normalise_base_url(config.base_url or os.environ.get(BASE_URL_VAR))
+        self.base_url = None if url == DEFAULT_BASE_URL else url
         self._api_key = next((os.environ[v] for v in KEY_VARS if os.environ.get(v)), None)
         if self._api_key is None:
-            if config.base_url is None:
+            if self.base_url is None:
                 self.missing_credentials = f"{config.spec}: set GEMINI_API_KEY (or GOOGLE_API_KEY) to use Gemini"
             # A Gemini-compatible endpoint that needs no key; the SDK insists on one.
             self._api_key = "EMPTY"
@@ -87,12 +107,19 @@ class GeminiJudge(Judge):
         return genai.Client(
             api_key=self._api_key,
             http_options=types.HttpOptions(
-                base_url=self.config.base_url,
+                base_url=self.endpoint,  # always named, so the environment cannot override it
                 api_version="v1beta",
                 timeout=int(self.config.timeout_s * 1000),
                 retry_options=types.HttpRetryOptions(attempts=1),
             ),
         )
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or DEFAULT_BASE_URL
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "base_url": self.base_url}
 
     def _aio(self):
         return self._client.get().aio
@@ -164,7 +191,9 @@ class GeminiJudge(Judge):
                     self._logprobs = False
                     continue
                 raise
-            return self.answer_from_wire(json.loads(response.body) if response.body else {}, call)
+            except json.JSONDecodeError as e:  # the SDK may decode the body itself
+                raise MalformedResponse(f"HTTP 200 with a body that is not a Gemini response (not JSON: {e.msg})") from None
+            return self.answer_from_wire(_wire_body(response.body), call)
 
     def to_answer(self, response: types.GenerateContentResponse, call: JudgeCall) -> JudgeAnswer:
         """An SDK response (batch results) as a JudgeAnswer."""
@@ -221,7 +250,7 @@ class GeminiJudge(Judge):
         if isinstance(exc, errors.APIError):
             return is_transient_status(exc.code)
         # google-genai lets timeouts, refused and dropped connections through unwrapped.
-        return isinstance(exc, (httpx2.TransportError, asyncio.TimeoutError))
+        return isinstance(exc, (httpx2.TransportError, asyncio.TimeoutError, MalformedResponse))
 
     def retry_after(self, exc: BaseException) -> float | None:
         if not isinstance(exc, errors.APIError):
@@ -235,6 +264,9 @@ class GeminiJudge(Judge):
                     return delay
         response = getattr(exc, "response", None)
         return delay_from_headers(getattr(response, "headers", None))
+
+    async def prepare(self) -> None:
+        self._aio().models  # the SDK builds its API modules lazily
 
     async def aclose(self) -> None:
         await self._client.aclose()

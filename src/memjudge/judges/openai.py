@@ -42,14 +42,16 @@ from openai.lib._parsing import type_to_response_format_param
 
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
-    RESPONSE_FORMATS, Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, Usage, first_json_object,
-    is_request_error, is_transient_status, parse_answer, schema_prompt, verdict_log_odds,
+    RESPONSE_FORMATS, Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage,
+    first_json_object, is_request_error, is_transient_status, normalise_base_url, parse_answer, schema_prompt,
+    verdict_log_odds,
 )
 from memjudge.retry import delay_from_headers
 from memjudge.rubrics import AnswerError, parse_json_answer
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's own default
 # Provider options this judge understands (JudgeConfig.options).
 OPTIONS = frozenset({"reasoning_effort"})
 # Alternatives per token (OpenAI's maximum; vLLM's default cap, llama.cpp has none).
@@ -65,8 +67,27 @@ _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
 _REQUEST_OPTIONS = make_request_options(security={"bearer_auth": True})
 
 
+def _snippet(text: str) -> str:
+    text = " ".join(str(text).split())
+    return repr(text[:120] + ("..." if len(text) > 120 else ""))
+
+
+def _completion_body(http_response) -> dict[str, Any]:
+    """The JSON body of a chat completion; MalformedResponse when it is not one."""
+    try:
+        body = http_response.json()
+    except (ValueError, RecursionError):
+        body = None
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(c, dict) and isinstance(c.get("message"), dict) for c in choices):
+        raise MalformedResponse(f"HTTP {http_response.status_code} with a body that is not an OpenAI chat completion: "
+                                f"{_snippet(http_response.text)}")
+    return body
+
+
 class OpenAIJudge(Judge):
     prefix = "openai"
+    network = True
 
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
@@ -75,8 +96,10 @@ class OpenAIJudge(Judge):
             raise UsageError(f"{config.spec}: thinking_budget is a Gemini setting; "
                              "use options.reasoning_effort for OpenAI reasoning models")
         # Resolved here, not by the SDK, so that identity() (the cache key) names the server
-        # actually asked.
-        self.base_url = config.base_url or os.environ.get(BASE_URL_VAR) or None
+        # actually asked. None stands for OpenAI itself, however it is spelled: the key of
+        # the usual case stays what it has always been.
+        url = normalise_base_url(config.base_url or os.environ.get(BASE_URL_VAR))
+        self.base_url = None if url == DEFAULT_BASE_URL else url
         self._api_key = os.environ.get(KEY_VAR) or None
         if self._api_key is None:
             if self.base_url is None:
@@ -85,7 +108,8 @@ class OpenAIJudge(Judge):
             # Compatible servers (vLLM, Ollama, llama.cpp) accept any key; the SDK needs one.
             self._api_key = "EMPTY"
         self._client = LoopBoundClient(
-            lambda: openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0,
+            # Always named: left to the SDK, OPENAI_BASE_URL could override an explicit default.
+            lambda: openai.AsyncOpenAI(api_key=self._api_key, base_url=self.endpoint, max_retries=0,
                                        timeout=self.config.timeout_s),
             lambda c: c.close(),
         )
@@ -104,6 +128,10 @@ class OpenAIJudge(Judge):
         self.slots: int | None = config.server_slots
         self._gate: asyncio.Semaphore | None = None
         self._formats: dict[type, dict[str, Any]] = {}
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or DEFAULT_BASE_URL
 
     def identity(self) -> dict[str, Any]:
         return {**super().identity(), "base_url": self.base_url,
@@ -273,8 +301,12 @@ class OpenAIJudge(Judge):
                 if self._adapt(exc, params, mode):
                     continue
                 raise
-            body = response.json()
-            answer = self.to_answer(body, call, mode)
+            body = _completion_body(response)  # MalformedResponse (retried) when it is no chat completion
+            try:
+                answer = self.to_answer(body, call, mode)
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:  # a body of odd values
+                raise MalformedResponse(f"HTTP {response.status_code} with a body that is not an OpenAI chat "
+                                        f"completion ({type(e).__name__}: {e}): {_snippet(response.text)}") from None
             request_id = response.headers.get("x-request-id")
             if request_id:
                 answer.raw["request_id"] = request_id
@@ -348,12 +380,15 @@ class OpenAIJudge(Judge):
             return is_transient_status(exc.status_code)
         # APIConnectionError covers APITimeoutError; the bare httpx2 errors should not reach
         # us, but a dropped connection is transient whoever reports it.
-        return isinstance(exc, (openai.APIConnectionError, httpx2.TransportError, asyncio.TimeoutError))
+        return isinstance(exc, (openai.APIConnectionError, httpx2.TransportError, asyncio.TimeoutError, MalformedResponse))
 
     def retry_after(self, exc: BaseException) -> float | None:
         if isinstance(exc, openai.APIStatusError):
             return delay_from_headers(exc.response.headers)
         return None
+
+    async def prepare(self) -> None:
+        self._aio().chat.completions.with_raw_response  # the SDK imports its resources lazily
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -150,11 +150,13 @@ class _Truth:
 
 
 def _block(text: str, name: str) -> list[tuple[str, str]] | None:
-    """[id] text lines of a <<<NAME ... NAME>>> block of a rendered prompt, or None."""
+    """(id, text) entries of a <<<NAME ... NAME>>> list block of a rendered prompt, or None."""
+    from memjudge.rubrics import list_entries
+
     m = re.search(rf"<<<{name}\n(.*?)\n?{name}>>>", text, re.S)
     if m is None:
         return None
-    return re.findall(r"^\[([^\]\n]+)\] ?(.*)$", m.group(1), re.M)
+    return list_entries(m.group(1))
 
 
 class SimJudge(Judge):
