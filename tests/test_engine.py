@@ -331,7 +331,10 @@ def test_provider_faults_become_reasks_or_nulls(cli, tmp_path, fake_server, spec
     fake_server.enqueue(Fault.truncated(), times=None, contains=texts[4] + "\n")
     fake_server.enqueue(Fault.empty(), times=None, contains=texts[5] + "\n")
     fake_server.enqueue(Fault.rate_limit(0.01), times=1, contains=texts[6] + "\n")
-    r = score_cli(cli, tmp_path, fake_server, "--json", spec=spec, cand=cand, src=src)
+    # One response format throughout: under `auto` two non-JSON answers in a row (whichever
+    # items they came from) switch formats, which re-asks do not count (tests/test_providers.py).
+    fmt = ("--response-format", "json_schema")
+    r = score_cli(cli, tmp_path, fake_server, "--json", *fmt, spec=spec, cand=cand, src=src)
     assert r.returncode == 0, r.stderr
     rows = {x["assertion_id"]: x for x in read_jsonl(tmp_path / "run" / "labels.jsonl")}
     assert rows["a001"]["verdict"] == "supported" and rows["a001"]["error"] is None
@@ -344,7 +347,7 @@ def test_provider_faults_become_reasks_or_nulls(cli, tmp_path, fake_server, spec
     assert s["errors"] == 4 and s["reasks"] == 1 + MAX_REASKS and s["retries"] == 1
     # a rerun asks again exactly the four without a valid answer
     fake_server.reset()
-    r = score_cli(cli, tmp_path, fake_server, "--json", spec=spec, cand=cand, src=src)
+    r = score_cli(cli, tmp_path, fake_server, "--json", *fmt, spec=spec, cand=cand, src=src)
     assert json.loads(r.stdout)["requested"] == 4 and r.returncode == 0
 
 
