@@ -245,8 +245,9 @@ def test_cache_dir_is_reported_even_when_the_cache_is_empty(tmp_path, fake_serve
             "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run"), "--no-progress", "--json"]
     assert memjudge_cli.main(args + ["--dry-run"]) == 0
     assert json.loads(capsys.readouterr().out)["cache_dir"] == str(tmp_path / "cache")
-    assert memjudge_cli.main(args) == 0
-    assert json.loads(capsys.readouterr().out)["cache_dir"] == str(tmp_path / "cache")
+    # every call failed: exit 2 (issue 20), the run's files written all the same
+    assert memjudge_cli.main(args) == 2
+    capsys.readouterr()
     for name in ("config.json", "summary.json"):
         assert json.loads((tmp_path / "run" / name).read_text())["cache_dir"] == str(tmp_path / "cache"), name
 
@@ -257,6 +258,6 @@ def test_cache_stats_and_clear_do_not_create_a_missing_cache(cli, tmp_path):
     r = cli("cache", "stats", "--cache-dir", missing, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["entries"] == 0 and json.loads(r.stdout)["directory"] == str(missing)
-    r = cli("cache", "clear", "--cache-dir", missing, "--json")
+    r = cli("cache", "clear", "--cache-dir", missing, "--json", "--yes")
     assert r.returncode == 0 and json.loads(r.stdout)["removed"] == 0
     assert not (tmp_path / "no").exists()

@@ -413,11 +413,12 @@ class _Job:
                     if not self.judge.network:
                         return await self.judge.generate(c)
                     timeout_s = self.judge.config.timeout_s
-                    try:
-                        async with asyncio.timeout(timeout_s):
-                            return await self.judge.generate(c)
-                    except TimeoutError as e:
-                        raise RequestTimeout(f"no complete response within timeout_s = {timeout_s:g} s") from e
+                    async with self.judge.slot():  # the deadline starts once a server slot is ours
+                        try:
+                            async with asyncio.timeout(timeout_s):
+                                return await self.judge.generate(c)
+                        except TimeoutError as e:
+                            raise RequestTimeout(f"no complete response within timeout_s = {timeout_s:g} s") from e
 
                 answer = await call_with_retry(self.judge, attempt_once, on_retry=self._on_retry)
             except asyncio.CancelledError:

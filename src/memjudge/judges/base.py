@@ -8,6 +8,7 @@ are transient (`is_retryable`) and what delay the server asked for (`retry_after
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -355,6 +356,12 @@ class Judge(ABC):
             from memjudge.errors import UsageError
 
             raise UsageError(f"{self.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+    def slot(self):
+        """An async context held while one request is in flight (a server's free slot); the
+        request's deadline, `timeout_s`, starts once it is held, so waiting for a busy
+        single-slot server is not a timeout. Default: no limit."""
+        return contextlib.nullcontext()
 
     def check_ready(self) -> None:
         """Raise UsageError when this judge cannot make requests (a missing API key)."""

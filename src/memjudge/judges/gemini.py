@@ -92,7 +92,8 @@ class GeminiJudge(Judge):
         self._schemas: dict[type, dict[str, Any]] = {}
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "response_format": self.config.response_format, "logprobs": self.config.logprobs}
+        return {**super().identity(), "base_url": self.base_url,
+                "response_format": self.config.response_format, "logprobs": self.config.logprobs}
 
     def effective(self) -> dict[str, Any]:
         return {"response_format": self.mode, "logprobs": self._logprobs, "logprobs_returned": self._logprobs_seen}
@@ -117,9 +118,6 @@ class GeminiJudge(Judge):
     @property
     def endpoint(self) -> str:
         return self.base_url or DEFAULT_BASE_URL
-
-    def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "base_url": self.base_url}
 
     def _aio(self):
         return self._client.get().aio

@@ -287,16 +287,18 @@ class OpenAIJudge(Judge):
             return 1
         return None
 
+    def slot(self):
+        # The engine holds it around each attempt and starts the request's deadline inside it.
+        return self._gate if self._gate is not None else contextlib.nullcontext()
+
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         for _ in range(len(RESPONSE_FORMATS) + 4):
-            gate = self._gate if self._gate is not None else contextlib.nullcontext()
             try:
-                async with gate:
-                    # Read the mode once a slot is ours: a refusal seen meanwhile is not repeated.
-                    mode = self.mode
-                    params = self.request_params(call, mode)
-                    response = await self._aio().post("/chat/completions", body=params, cast_to=httpx2.Response,
-                                                      options=_REQUEST_OPTIONS)
+                # Read the mode now (a slot is ours): a refusal seen meanwhile is not repeated.
+                mode = self.mode
+                params = self.request_params(call, mode)
+                response = await self._aio().post("/chat/completions", body=params, cast_to=httpx2.Response,
+                                                  options=_REQUEST_OPTIONS)
             except openai.APIStatusError as exc:
                 if self._adapt(exc, params, mode):
                     continue
