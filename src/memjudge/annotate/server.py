@@ -20,7 +20,6 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
-import signal
 import socket
 import sys
 import threading

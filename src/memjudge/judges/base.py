@@ -184,6 +184,21 @@ def first_json_object(text: str | None) -> str | None:
     return None
 
 
+def text_answer(call: JudgeCall, text: str | None, finish: str, usage: Usage, version: str | None, *,
+                mode: str, score: float | None, raw: dict[str, Any]) -> JudgeAnswer:
+    """A provider's answer as a JudgeAnswer: in plain-text mode the first JSON object is the
+    answer (prose around it is not; the whole text is kept in raw["answer_text"])."""
+    parsed = None
+    if finish == "stop":
+        if mode == "text":
+            found = first_json_object(text)
+            if found is not None and found != text:
+                raw["answer_text"] = text
+                text = found
+        parsed = parse_answer(call, text)
+    return JudgeAnswer(text, finish, usage, version, judge_score=score, parsed=parsed, raw=raw)
+
+
 VERDICT_WORDS = ("supported", "unsupported")
 _VERDICT_KEY = re.compile(r'"verdict"\s*:\s*"')
 

@@ -27,8 +27,7 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, first_json_object,
-    is_transient_status, normalise_base_url, parse_answer, schema_prompt, verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, is_transient_status, normalise_base_url, schema_prompt, text_answer, verdict_log_odds,
 )
 from memjudge.retry import delay_from_headers, parse_duration
 
@@ -234,15 +233,7 @@ class GeminiJudge(Judge):
             self._logprobs_seen = True
             if finish == "stop":
                 score = verdict_log_odds(text, _gemini_tokens(candidate["logprobsResult"]))
-        parsed = None
-        if finish == "stop":
-            if self.mode == "text":
-                found = first_json_object(text)
-                if found is not None and found != text:
-                    raw["answer_text"] = text
-                    text = found
-            parsed = parse_answer(call, text)
-        return JudgeAnswer(text, finish, usage, version, judge_score=score, parsed=parsed, raw=raw)
+        return text_answer(call, text, finish, usage, version, mode=self.mode, score=score, raw=raw)
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, errors.APIError):

@@ -42,9 +42,7 @@ from openai.lib._parsing import type_to_response_format_param
 
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
-    RESPONSE_FORMATS, Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage,
-    first_json_object, is_request_error, is_transient_status, normalise_base_url, parse_answer, schema_prompt,
-    verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer, verdict_log_odds,
 )
 from memjudge.retry import delay_from_headers
 from memjudge.rubrics import AnswerError, parse_json_answer
@@ -362,16 +360,7 @@ class OpenAIJudge(Judge):
         score = verdict_log_odds(text, _openai_tokens(choice.get("logprobs"))) if finish == "stop" else None
         if choice.get("logprobs"):
             self._logprobs_seen = True
-        parsed = None
-        if finish == "stop":
-            if mode == "text":
-                # Plain text: the first JSON object is the answer (prose around it is not).
-                found = first_json_object(text)
-                if found is not None and found != text:
-                    raw["answer_text"] = text
-                    text = found
-            parsed = parse_answer(call, text)
-        return JudgeAnswer(text, finish, usage, version, judge_score=score, parsed=parsed, raw=raw)
+        return text_answer(call, text, finish, usage, version, mode=mode, score=score, raw=raw)
 
     # -- errors ---------------------------------------------------------------------------
 
