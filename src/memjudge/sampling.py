@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
+from memjudge.io import LINE  # the readers' private line-number column
 
 MIN_PER_STRATUM = 2
 PRIOR_ACCURACY = 0.9
@@ -110,15 +111,15 @@ def read_sample(path) -> pd.DataFrame:
 
 def check_sample(df: pd.DataFrame, path) -> pd.DataFrame:
     df = df.copy()
-    if "_line" not in df.columns:
-        df["_line"] = np.arange(1, len(df) + 1)
+    if LINE not in df.columns:
+        df[LINE] = np.arange(1, len(df) + 1)
     missing = [c for c in SAMPLE_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(path, f"not a sample file of memjudge sample: missing column(s) {', '.join(missing)}")
     df["assertion_id"] = df["assertion_id"].astype(str)
     df["strata_by"] = df["strata_by"].where(df["strata_by"].notna(), "").astype(str)
     probs = []
-    for v, line in zip(df["inclusion_prob"], df["_line"]):
+    for v, line in zip(df["inclusion_prob"], df[LINE]):
         try:
             f = float(v)
             if isinstance(v, bool) or not (0.0 < f <= 1.0):
@@ -128,11 +129,11 @@ def check_sample(df: pd.DataFrame, path) -> pd.DataFrame:
         probs.append(f)
     df["inclusion_prob"] = probs
     if df["strata_by"].nunique() > 1:
-        raise InputError(path, "rows from different designs ('strata_by' differs)", int(df["_line"].iloc[1]))
+        raise InputError(path, "rows from different designs ('strata_by' differs)", int(df[LINE].iloc[1]))
     dup = df["assertion_id"].duplicated()
     if dup.any():
         i = int(np.flatnonzero(dup.to_numpy())[0])
-        raise InputError(path, f"duplicate assertion_id {df['assertion_id'].iloc[i]!r}", int(df["_line"].iloc[i]))
+        raise InputError(path, f"duplicate assertion_id {df['assertion_id'].iloc[i]!r}", int(df[LINE].iloc[i]))
     return df
 
 
@@ -177,7 +178,7 @@ def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=Non
         ex_path = top_up if isinstance(top_up, (str, os.PathLike)) else "existing sample"
         existing = read_sample(top_up) if isinstance(top_up, (str, os.PathLike)) else check_sample(top_up, ex_path)
         known = set(cand["assertion_id"])
-        for aid, line in zip(existing["assertion_id"], existing["_line"]):
+        for aid, line in zip(existing["assertion_id"], existing[LINE]):
             if aid not in known:
                 raise InputError(ex_path, f"assertion {aid!r} is not among the candidates {cand_path}: "
                                           f"a sample of other candidates?", int(line))

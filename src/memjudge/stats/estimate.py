@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
+from memjudge.io import LINE  # the readers' private line-number column
 
 NON_VERDICTS = frozenset({"skip", "skipped", "unsure", "unknown", "n/a", "na", "?", "cannot tell", "cannot_tell"})
 SUPPORTED = "supported"
@@ -60,8 +61,8 @@ class Gold:
 def resolve_gold(df: pd.DataFrame, path) -> Gold:
     """Latest row per (assertion, annotator), then the annotators' strict majority (see module doc)."""
     df = df.copy()
-    if "_line" not in df.columns:
-        df["_line"] = np.arange(1, len(df) + 1)
+    if LINE not in df.columns:
+        df[LINE] = np.arange(1, len(df) + 1)
     df["annotator"] = df["annotator"].where(df["annotator"].notna(), "").astype(str) if "annotator" in df.columns else ""
     df["_order"] = np.arange(len(df))
     if "labelled_at" in df.columns and df["labelled_at"].notna().any():
@@ -69,7 +70,7 @@ def resolve_gold(df: pd.DataFrame, path) -> Gold:
         bad = df["labelled_at"].notna() & t.isna()
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError(path, f"'labelled_at' is not a date/time: {df['labelled_at'].iloc[i]!r}", int(df["_line"].iloc[i]))
+            raise InputError(path, f"'labelled_at' is not a date/time: {df['labelled_at'].iloc[i]!r}", int(df[LINE].iloc[i]))
         df["_t"] = t
     else:
         df["_t"] = pd.NaT
@@ -83,7 +84,7 @@ def resolve_gold(df: pd.DataFrame, path) -> Gold:
         r = df.iloc[i]
         who = f" by annotator {r['annotator']!r}" if r["annotator"] else ""
         raise InputError(path, f"conflicting gold verdicts for {r['assertion_id']!r}{who} at the same time "
-                               f"(give 'labelled_at' or remove one)", int(r["_line"]))
+                               f"(give 'labelled_at' or remove one)", int(r[LINE]))
     df = df.sort_values(["_t", "_order"], na_position="first", kind="stable")
     latest = df.drop_duplicates(["assertion_id", "annotator"], keep="last")
     is_verdict = ~latest["_v"].str.lower().isin(NON_VERDICTS)
@@ -119,7 +120,7 @@ def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_
 
     sample = check_sample(sample, sample_path)
     known = set(items["assertion_id"])
-    for aid, line in zip(sample["assertion_id"], sample["_line"]):
+    for aid, line in zip(sample["assertion_id"], sample[LINE]):
         if aid not in known:
             raise InputError(sample_path, f"assertion {aid!r} is not among the labelled items: was the sample "
                                           f"drawn from other candidates?", int(line))
@@ -132,7 +133,7 @@ def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_
         i = int(np.flatnonzero(mism)[0])
         raise InputError(sample_path, f"assertion {rec.index[i]!r} is in stratum {rec['stratum'].iloc[i]!r} in the "
                                       f"sample but {item_key.loc[rec.index[i]]!r} under these labels: estimate with the "
-                                      f"judge and replicate the sample was drawn from", int(rec["_line"].iloc[i]))
+                                      f"judge and replicate the sample was drawn from", int(rec[LINE].iloc[i]))
     pi_item = pd.Series(rec["inclusion_prob"].to_numpy(float), index=rec.index)
     pi_h = rec.groupby("stratum")["inclusion_prob"].max()
     ids = items["assertion_id"]

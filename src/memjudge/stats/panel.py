@@ -58,6 +58,7 @@ import pandas as pd
 
 from memjudge.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
 from memjudge.errors import InputError, UsageError
+from memjudge.io import LINE  # the readers' private line-number column
 
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
@@ -83,7 +84,7 @@ def check_declared(labels: pd.DataFrame, path=None) -> None:
         row = labels.iloc[i]
         msg = f"verdict {row['verdict']!r} is not one of the declared labels ({', '.join(DECLARED)})"
         if path is not None:
-            line = int(row["_line"]) if "_line" in labels.columns else None
+            line = int(row[LINE]) if LINE in labels.columns else None
             raise InputError(path, msg, line)
         raise UsageError(f"item {row['assertion_id']!r}, judge {row['judge']}: {msg}")
 
@@ -512,7 +513,7 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
         for p in paths:
             df = read_labels(p, keep_line=True)
             check_declared(df, p)
-            frames.append(df.drop(columns=["_line"]))
+            frames.append(df.drop(columns=[LINE]))
         labels = pd.concat(frames, ignore_index=True)
         dup = labels.duplicated(["assertion_id", "judge", "rubric", "replicate"])
         if dup.any():
