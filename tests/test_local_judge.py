@@ -483,7 +483,8 @@ def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path,
     labels = pd.read_json(tmp_path / "calibration_sample" / "local" / "labels.jsonl", lines=True)
     expected = calibrate(labels, sample.labels, demo_mod.LOCAL_JUDGE, target=demo_mod.CALIBRATION_TARGET)
     assert info["threshold"] == expected.threshold and info["seed"] == 1004 and info["n"] == len(sample.candidates)
-    assert judge.threshold == expected.threshold and judge.config.options["prompt"] == "premise"
+    assert judge.threshold == expected.threshold
+    assert judge.config.options.get("prompt", "rubric") == demo_mod.LOCAL_OPTIONS.get("prompt", "rubric")
     assert "calibrated on a simulated-gold sample" in lines[0]
     q = demo_mod._local_quality(labels.assign(judge=demo_mod.LOCAL_JUDGE), sample.labels, judge.threshold, info)
     assert "simulated-gold sample" in q["note"] and q["calibration"] == info
