@@ -5,6 +5,7 @@ tests/fake_server.py instead."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -68,3 +69,24 @@ def candidates_frame(n: int = 12, per_persona: int = 4, unsupported_every: int =
 def sources_frame(n: int = 12, per_persona: int = 4) -> pd.DataFrame:
     personas = sorted({f"p{i // per_persona}" for i in range(n)}, key=lambda p: int(p[1:]))
     return pd.DataFrame({"persona_id": personas, "source": [f"Posts of {p}: I enjoy many hobbies and I write about them often." for p in personas]})
+
+
+class HashScoringJudge(Judge):
+    """A deterministic stand-in for the embedded judge (no model): its log-odds score is a hash
+    of the assertion id in [-3, 3], its verdict that score against `options.threshold`."""
+
+    prefix = "local"
+
+    @property
+    def threshold(self) -> float:
+        return float(self.config.options.get("threshold", 0.0))
+
+    def ensure_loaded(self):
+        return None
+
+    async def generate(self, call):
+        u = int(hashlib.sha256(call.item["assertion_id"].encode()).hexdigest()[:8], 16) / 2**32
+        score = 6 * u - 3
+        verdict = "supported" if score >= self.threshold else "unsupported"
+        return JudgeAnswer(text=json.dumps({"verdict": verdict, "evidence": "", "rationale": "stand-in"}),
+                           finish_reason="stop", judge_score=score)

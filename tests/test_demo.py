@@ -3,15 +3,13 @@ the embedded judge; the real run (marked `model`) uses the packaged model on 2 p
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 
 import pandas as pd
 import pytest
 
-from memjudge.judges import JudgeAnswer
-from memjudge.judges.base import Judge
+from scripted_judge import HashScoringJudge
 
 EXPECTED_FILES = {
     "labels.jsonl", "coverage.jsonl", "local_judge.json", "noise.json", "agreement.json", "compare.json",
@@ -20,28 +18,11 @@ EXPECTED_FILES = {
 }
 
 
-class _ScoringStandIn(Judge):
-    """A deterministic scorer with the local judge's interface (no model): a hash of the id."""
-
-    prefix = "local"
-    threshold = 0.0
-
-    def ensure_loaded(self):
-        return None
-
-    async def generate(self, call):
-        u = int(hashlib.sha256(call.item["assertion_id"].encode()).hexdigest()[:8], 16) / 2**32
-        score = 6 * u - 3
-        verdict = "supported" if score >= self.threshold else "unsupported"
-        return JudgeAnswer(text=json.dumps({"verdict": verdict, "evidence": "", "rationale": "stand-in"}),
-                           finish_reason="stop", judge_score=score)
-
-
 def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     from memjudge import demo as demo_mod
     from memjudge.judges import _PROVIDERS
 
-    monkeypatch.setitem(_PROVIDERS, "local", _ScoringStandIn)
+    monkeypatch.setitem(_PROVIDERS, "local", HashScoringJudge)
     lines = []
     res = demo_mod.demo(tmp_path / "demo", 5, cache_dir=tmp_path / "cache", progress=False, echo=lines.append)
     files = {p.name for p in (tmp_path / "demo").iterdir()}

@@ -451,29 +451,15 @@ def test_the_engine_hands_the_judge_the_source_and_assertion(judge_factory, monk
 def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path, monkeypatch):
     """The demo's calibration step: `memjudge calibrate` on a small simulated-gold sample of other
     personas (seed + 1000), with a deterministic stand-in for the model."""
-    import hashlib
+
+    from scripted_judge import HashScoringJudge
 
     from memjudge import demo as demo_mod
     from memjudge.calibrate import calibrate
-    from memjudge.judges import JudgeAnswer, _PROVIDERS
-    from memjudge.judges.base import Judge
+    from memjudge.judges import _PROVIDERS
     from memjudge.simulate import simulate
 
-    class StandIn(Judge):
-        prefix = "local"
-
-        @property
-        def threshold(self):
-            return float(self.config.options.get("threshold", 0.0))
-
-        async def generate(self, call):
-            u = int(hashlib.sha256(call.item["assertion_id"].encode()).hexdigest()[:8], 16) / 2**32
-            score = 6 * u - 3
-            verdict = "supported" if score >= self.threshold else "unsupported"
-            return JudgeAnswer(text=json.dumps({"verdict": verdict, "evidence": "", "rationale": "stand-in"}),
-                               finish_reason="stop", judge_score=score)
-
-    monkeypatch.setitem(_PROVIDERS, "local", StandIn)
+    monkeypatch.setitem(_PROVIDERS, "local", HashScoringJudge)
     scale = {"corpus": {"candidates": 2500, "personas": 100}}
     lines = []
     judge, info = demo_mod._calibrate_local(make_judge(demo_mod.LOCAL_JUDGE, options=demo_mod.LOCAL_OPTIONS), 4,
