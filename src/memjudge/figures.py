@@ -289,8 +289,9 @@ def count_columns(bins: pd.DataFrame, emphasise: str | None = None) -> pd.DataFr
     hi = np.round(b["hi"].to_numpy(dtype=float), 9)
     spans = sorted({(x, y) for x, y in zip(lo, hi) if y > x})
     col_lo, col_hi = lo.copy(), hi.copy()
+    top = max((y for _, y in spans), default=None)  # the last span is closed on the right
     for i in np.flatnonzero(lo == hi):
-        inside = [(x, y) for x, y in spans if x <= lo[i] < y or (lo[i] == y == max(s[1] for s in spans))]
+        inside = [(x, y) for x, y in spans if x <= lo[i] < y or lo[i] == y == top]
         if inside:
             col_lo[i], col_hi[i] = inside[0]
     group = np.where(b["category"].to_numpy() == emphasise, "emphasised", "other") if emphasise else np.full(len(b), "other")
