@@ -3,7 +3,7 @@
     PYTHONPATH=src python bench/compare.py [--quick]
 
 1. Paper scale: 4,715 candidates / 100 personas, R = 20, K = 5 (100 folds), global, targeted
-   and per_category with coverage. Times `memjudge.crossval.compare` and a loop implementation
+   and per_category with coverage. Times `memjudge.comparison.compare` and a loop implementation
    of the same protocol written here (loop over folds, over candidate thresholds, over facts;
    numpy masks per threshold), checks both give identical numbers, prints the speed-up and the
    memory peak (tracemalloc).
@@ -24,7 +24,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from memjudge.crossval import compare, compare_prepared, prepare  # noqa: E402
+from memjudge.comparison import compare, compare_prepared, prepare  # noqa: E402
 
 CATS = ["values", "identity", "preferences", "relationships", "work", "hobbies", "health"]
 SHARE = [0.215, 0.14, 0.16, 0.13, 0.13, 0.12, 0.105]
@@ -196,7 +196,7 @@ def main():
     t = time.perf_counter()
     compare_prepared(prep, repeats=R, folds=5)
     proto = time.perf_counter() - t
-    print(f"  memjudge.crossval.compare: {fast:.3f} s = join {prep_t:.3f} s + protocol {proto:.3f} s "
+    print(f"  memjudge.comparison.compare: {fast:.3f} s = join {prep_t:.3f} s + protocol {proto:.3f} s "
           f"({proto / (R * 5) * 1000:.2f} ms/fold); memory peak {peak / 2**20:.1f} MiB (tracemalloc)")
     ref, slow, _ = timed(loop_compare, cand, lab, cov, R=R)
     got = res.folds_detail.drop(columns="threshold").reset_index(drop=True)
@@ -226,7 +226,7 @@ def main():
     t = time.perf_counter()
     compare_prepared(bprep, repeats=R, folds=5)
     bproto = time.perf_counter() - t
-    print(f"  memjudge.crossval.compare: {bprep_t + bproto:.2f} s = join {bprep_t:.2f} s + protocol "
+    print(f"  memjudge.comparison.compare: {bprep_t + bproto:.2f} s = join {bprep_t:.2f} s + protocol "
           f"{bproto:.2f} s ({bproto / (R * 5) * 1000:.1f} ms/fold); memory peak {bpeak / 2**20:.0f} MiB")
     print(f"  protocol time / (100 x small protocol time) = {bproto / (100 * proto):.2f}; total "
           f"{(bprep_t + bproto) / (100 * fast):.2f} (1.0 = linear scaling)")

@@ -17,7 +17,7 @@ percentile bootstrap is known to run slightly short with 100 clusters).
 
 Per study, three statistics with their 95% intervals, through the public API:
 support rate of the judge's replicate-0 verdicts (`bootstrap.ratio_interval`), flip rate
-(`memjudge.noise.noise`), Cohen's κ against gold (`memjudge.agreement.agreement`). The
+(`memjudge.stats.noise.noise`), Cohen's κ against gold (`memjudge.stats.agreement.agreement`). The
 benchmark prints, per statistic, the share of studies whose interval covers the population
 value (target ≥ 93%), beside the naive peer that ignores persona clustering (item-level
 Wald interval), which should fall short.
@@ -36,9 +36,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from memjudge.agreement import agreement  # noqa: E402
-from memjudge.bootstrap import cluster_weights, ratio_interval  # noqa: E402
-from memjudge.noise import noise  # noqa: E402
+from memjudge.stats.agreement import agreement  # noqa: E402
+from memjudge.stats.bootstrap import cluster_weights, ratio_interval  # noqa: E402
+from memjudge.stats.noise import noise  # noqa: E402
 
 MU = 0.92                        # mean persona support probability
 SENS, SPEC = 0.97, 0.80          # the judge's modal verdict

@@ -33,7 +33,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from memjudge.calibrate import auc, balanced_accuracy, best_threshold, calibrate_scores  # noqa: E402
+from memjudge.stats.thresholds import auc, balanced_accuracy, best_threshold, calibrate_scores  # noqa: E402
 from memjudge.judges.base import Prompt  # noqa: E402
 from memjudge.judges.local import DEFAULT_MODEL, PACKAGED, load_model, packaged_model_path  # noqa: E402
 
@@ -79,7 +79,7 @@ CORPORA = {
 
 def corpus_items(name: str) -> pd.DataFrame:
     from memjudge.demo import CANDIDATES_PER_PERSONA
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     personas, seed, config = CORPORA[name]
     # The demo's corpus shape (paper preset scaled to ~25 candidates per persona) unless overridden.
@@ -116,7 +116,7 @@ def results_path(dataset: str, variant: str = "rubric") -> Path:
 
 def variant_id(variant: str) -> str:
     from memjudge.judges.local_premise import PROMPT_VERSION
-    from memjudge.rubrics import load_rubric
+    from memjudge.scoring.rubrics import load_rubric
 
     if VARIANTS[variant] is None:
         return load_rubric("support").id
@@ -131,7 +131,7 @@ def dataset_items(name: str) -> pd.DataFrame:
 
 
 def cmd_scores(args) -> None:
-    from memjudge.rubrics import load_rubric
+    from memjudge.scoring.rubrics import load_rubric
 
     rubric = load_rubric("support")
     vid = variant_id(args.variant)
@@ -177,7 +177,7 @@ def cmd_scores(args) -> None:
 def cmd_speed(args) -> None:
     """The same items scored twice: cold (KV cache dropped before each) and warm (persona order,
     shared prefix kept). Prints both rates and their ratio."""
-    from memjudge.rubrics import load_rubric
+    from memjudge.scoring.rubrics import load_rubric
 
     rubric = load_rubric("support")
     items = dataset_items(args.dataset).sort_values(["persona_id", "assertion_id"], kind="stable")

@@ -42,7 +42,7 @@ JUDGES = {"sim:lenient": (0.97, 0.70), "sim:balanced": (0.92, 0.88), "sim:strict
 def simulated_panel(personas: int, seed: int, out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(labels of the three sim judges, gold labels) on a paper-preset corpus."""
     from memjudge.judges import make_judge
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     corpus = simulate("paper", seed=seed, personas=personas, out=out)
     frames = []
@@ -125,7 +125,7 @@ def coverage(reps: int, B: int, seed: int) -> None:
 def speed(B: int, seed: int, naive: int) -> None:
     from crowdkit.aggregation import DawidSkene
 
-    from memjudge.bootstrap import cluster_weights
+    from memjudge.stats.bootstrap import cluster_weights
 
     rng = np.random.default_rng(seed)
     lab = ds_draw(rng, personas=300, per_persona=15, prior=0.85, judges=JUDGES)

@@ -4,7 +4,7 @@
                         [--design uniform|stratified|both]
 
 What it rests on — simulation, not real judges:
-- one corpus of `--pool` personas from `memjudge.simulate` (preset `paper`, about 47
+- one corpus of `--pool` personas from `memjudge.simulation` (preset `paper`, about 47
   candidates per persona), whose construction truth (`truth.jsonl`: supported or not) is the
   gold; the population support rate (overall and for `values`) is the rate over this pool;
 - the judges are memjudge's simulated judges `sim:paper`, `sim:lenient` (accepts 60% of
@@ -19,7 +19,7 @@ What it rests on — simulation, not real judges:
   iid CLT interval.
 With `--design stratified` (or `both`, the default) the gold items are instead drawn as
 `memjudge sample --strategy stratified` draws them (category × the judge's verdict, Neyman
-allocation; `memjudge.sampling.allocate`) and weighted back as `memjudge estimate` weights them
+allocation; `memjudge.stats.sampling.allocate`) and weighted back as `memjudge estimate` weights them
 (gold 1/π_h, others 1/(1 − π_h)).
 Reusing one scored pool and resampling personas and gold sets keeps the run to a few
 minutes; drawing 150 of 1,000 personas without replacement makes the intervals very slightly
@@ -47,9 +47,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import memjudge  # noqa: E402
-from memjudge.bootstrap import cluster_weights  # noqa: E402
+from memjudge.stats.bootstrap import cluster_weights  # noqa: E402
 from memjudge.judges import make_judge  # noqa: E402
-from memjudge.sampling import _stratum_sd, allocate, stratum_key  # noqa: E402
+from memjudge.stats.sampling import _stratum_sd, allocate, stratum_key  # noqa: E402
 from memjudge.stats.ppi import three_estimates  # noqa: E402
 
 JUDGES = ("paper", "lenient", "strict", "noisy")

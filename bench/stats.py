@@ -3,7 +3,7 @@
     python bench/stats.py [--items 20000] [--personas 300] [--judges 3] [--B 2000] [--naive-resamples 5]
 
 A synthetic study (three labels, judges that agree ~90%) is timed through the Python API
-(`memjudge.agreement.agreement`, `memjudge.noise.noise`) from an in-memory labels frame, and
+(`memjudge.stats.agreement.agreement`, `memjudge.stats.noise.noise`) from an in-memory labels frame, and
 compared in the same run with the naive peer: a loop that, for each resample, rebuilds the
 resampled labels by concatenating the drawn personas' rows and computes every figure with the
 reference libraries (scikit-learn κ, irrCAC AC1, krippendorff α, statsmodels Fleiss κ). The
@@ -25,9 +25,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from memjudge.agreement import agreement  # noqa: E402
-from memjudge.bootstrap import cluster_weights  # noqa: E402
-from memjudge.noise import noise  # noqa: E402
+from memjudge.stats.agreement import agreement  # noqa: E402
+from memjudge.stats.bootstrap import cluster_weights  # noqa: E402
+from memjudge.stats.noise import noise  # noqa: E402
 
 LABELS = np.array(["supported", "unsupported", "partial"], dtype=object)
 

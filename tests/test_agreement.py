@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.agreement import agreement, pair_coefficients
-from memjudge.bootstrap import cluster_weights, percentile_interval
+from memjudge.stats.agreement import agreement, pair_coefficients
+from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.errors import UsageError
 
 TEST_DATA = Path(__file__).parent / "data" / "agreement_samples"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, _PROVIDER_ENV
-from memjudge.io import read_gold
+from memjudge.formats import read_gold
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags Chromium phones home, and on a closed network its

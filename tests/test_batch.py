@@ -19,8 +19,8 @@ import pytest
 from conftest import ROOT, _PROVIDER_ENV
 from fake_server import BatchPlan, Fault
 from memjudge import cli as memjudge_cli
-from memjudge.batch import STATE_FILE
-from memjudge.engine import MAX_REASKS, score_run
+from memjudge.scoring.batch import STATE_FILE
+from memjudge.scoring.engine import MAX_REASKS, score_run
 from scripted_judge import UNSUPPORTED, candidates_frame, sources_frame
 
 N = 12
@@ -431,7 +431,7 @@ def test_batch_calls_are_retried_and_a_lost_create_is_found_not_repeated(fake_se
 
 
 def test_one_batch_process_per_run_directory(fake_server, tmp_path):
-    from memjudge.batch import _RunLock
+    from memjudge.scoring.batch import _RunLock
     from memjudge.errors import UsageError
 
     held = _RunLock(tmp_path / "run")
@@ -446,10 +446,10 @@ def test_one_batch_process_per_run_directory(fake_server, tmp_path):
 
 @pytest.mark.parametrize("how", ["file", "auto"])
 def test_gemini_file_input_and_result_file(fake_server, tmp_path, monkeypatch, how):
-    import memjudge.batch
+    import memjudge.scoring.batch
 
     if how == "auto":  # a job over the inline limit goes as an uploaded JSONL file
-        monkeypatch.setattr(memjudge.batch, "GEMINI_INLINE_BYTES", 3000)
+        monkeypatch.setattr(memjudge.scoring.batch, "GEMINI_INLINE_BYTES", 3000)
     t = texts()
     fake_server.enqueue(Fault.malformed_body(), route="gemini.batch_line", contains=t[2] + "\n")  # a line cut in half
     fake_server.enqueue(Fault.server_error(), route="gemini.batch_line", contains=t[3] + "\n")  # resubmitted

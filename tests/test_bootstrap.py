@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.bootstrap import (
+from memjudge.stats.bootstrap import (
     cluster_counts, cluster_sums, cluster_weights, format_interval, interval_pairs, percentile_interval,
     ratio_interval,
 )

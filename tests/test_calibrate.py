@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
-from memjudge.calibrate import (
+from memjudge.stats.thresholds import (
     auc, balanced_accuracy, best_threshold, calibrate, calibrate_scores, candidate_thresholds, write_threshold,
 )
 from memjudge.errors import UsageError

@@ -38,9 +38,9 @@ def test_every_option_has_help():
 
 
 def test_help_lists_what_can_be_chosen(cli):
-    from memjudge.calibrate import TARGETS
+    from memjudge.stats.thresholds import TARGETS
     from memjudge.importers import available
-    from memjudge.simulate import preset_names
+    from memjudge.simulation import preset_names
 
     assert all(t in cli("calibrate", "--help").stdout for t in TARGETS)
     assert all(d in cli("import", "--help").stdout for d in available())
@@ -65,7 +65,7 @@ def test_cache_clear_asks_on_a_terminal(tmp_path):
     import pty
     import subprocess
 
-    from memjudge.cache import AnswerCache
+    from memjudge.scoring.cache import AnswerCache
 
     d = tmp_path / "cache"
     with AnswerCache(d) as c:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.crossval import NEG_INF, compare, fold_assignment
+from memjudge.comparison import NEG_INF, compare, fold_assignment
 from memjudge.errors import MemjudgeError
 
 ppi_py = pytest.importorskip("ppi_py")
@@ -22,7 +22,7 @@ ppi_py = pytest.importorskip("ppi_py")
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     d = tmp_path_factory.mktemp("corpus")
     c = simulate(preset="paper", seed=1, personas=40)
@@ -95,7 +95,7 @@ def test_each_fold_equals_ppi_py_on_the_rebuilt_retained_set(corpus, weighted):
     lab.loc[lab.index[::37], "verdict"] = None
     if weighted:
         # a stratified `memjudge sample` (Neyman over category × verdict), labelled with the truth
-        from memjudge.sampling import sample
+        from memjudge.stats.sampling import sample
 
         gold = sample(c.candidates, 300, labels=lab, strategy="stratified", by="category,verdict", seed=0)
         assert gold["inclusion_prob"].nunique() > 1
@@ -161,7 +161,7 @@ def reference_full(cand, lab, gold):
 
 def _truth_faithfulness(corpus, res):
     """Fold mean of the construction truth's support rate of each policy's retained set."""
-    from memjudge.crossval_gold import fold_thresholds, retained_mask
+    from memjudge.comparison.gold import fold_thresholds, retained_mask
 
     p = res.prepared
     truth = corpus[0].labels.set_index("assertion_id")["verdict"].reindex(p.assertion_ids).eq("supported").to_numpy()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from memjudge.crossval import (
+from memjudge.comparison import (
     compare, fold_assignment, nadeau_bengio, paired_summary, prepare,
 )
 from memjudge.errors import UsageError
@@ -541,7 +541,7 @@ def test_cli_strict_binary(cli, tmp_path):
 def literal_cluster_rate(rows: pd.DataFrame, num: str, den: str, B: int, seed: int):
     """Reference: rebuild every resample's rows persona by persona (the draws of
     `cluster_weights`), then the rate and its 2.5/97.5 percentiles."""
-    from memjudge.bootstrap import cluster_weights
+    from memjudge.stats.bootstrap import cluster_weights
 
     personas = sorted(rows["persona_id"].unique())
     by = {p: rows[rows["persona_id"] == p] for p in personas}

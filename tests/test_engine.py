@@ -18,10 +18,10 @@ import pytest
 from conftest import ROOT, _PROVIDER_ENV
 from fake_server import Fault
 from memjudge import cli as memjudge_cli
-from memjudge.engine import MAX_REASKS, score, score_run
+from memjudge.scoring.engine import MAX_REASKS, score, score_run
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import JudgeAnswer, JudgeConfig, Usage
-from memjudge.ratelimit import RateLimiter
+from memjudge.scoring.ratelimit import RateLimiter
 from scripted_judge import UNSUPPORTED, ScriptedJudge, candidates_frame, sources_frame, support_answer
 
 N = 12
@@ -284,7 +284,7 @@ def test_judges_file_supplies_settings_and_flags_override(tmp_path, capsys):
     code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--judges-file", str(panel), "--dry-run"])
     text = capsys.readouterr().out
     assert code == 0 and f"dry run: {N} calls" in text and "estimated cost: $" in text
-    from memjudge.engine import resolve_judge
+    from memjudge.scoring.engine import resolve_judge
 
     judge, _ = resolve_judge("openai:gpt-4o-mini", judges_file=panel, concurrency=9)
     assert judge.config.concurrency == 9 and judge.config.price_input_per_mtok == 0.15
@@ -355,7 +355,7 @@ def test_python_api_returns_the_cli_frame(cli, tmp_path, fake_server):
     cand, src = write_inputs(tmp_path)
     df = score(str(cand), str(src), "openai:gpt-4o-mini", base_url=fake_server.openai_base_url, out=tmp_path / "api",
                cache_dir=tmp_path / "c1", progress=False, replicates=2)
-    from memjudge.io import frame_records
+    from memjudge.formats import frame_records
 
     api_rows = frame_records(df)
     assert api_rows == read_jsonl(tmp_path / "api" / "labels.jsonl")
@@ -469,7 +469,7 @@ def test_coverage_end_to_end(cli, tmp_path, fake_server):
     got = {(x["fact_id"], x["replicate"]): x["covered_by"] for x in rows}
     assert got[("f1", 0)] == ["a001"] and got[("f2", 1)] == [] and got[("f3", 0)] == ["a005"]
     assert rows[0]["rubric"].startswith("coverage@") and rows[0]["fact_text"] == "hobby number 1"
-    from memjudge.io import read_coverage
+    from memjudge.formats import read_coverage
 
     assert len(read_coverage(tmp_path / "run" / "coverage.jsonl")) == 6
 
@@ -613,12 +613,12 @@ def test_rate_limits_hold_at_the_server_with_retries_and_reasks(tmp_path, fake_s
     """Item 4: every request, retries after a 429 and re-asks included, goes through the
     limiter, and the token budget does not start full: counted at the fake server, no window
     holds more than the limit plus one request. Windows of 2 s stand in for minutes."""
-    import memjudge.ratelimit
-    from memjudge.engine import estimate_tokens
-    from memjudge.rubrics import load_rubric
+    import memjudge.scoring.ratelimit
+    from memjudge.scoring.engine import estimate_tokens
+    from memjudge.scoring.rubrics import load_rubric
 
     window = 2.0
-    monkeypatch.setattr(memjudge.ratelimit, "WINDOW_S", window)
+    monkeypatch.setattr(memjudge.scoring.ratelimit, "WINDOW_S", window)
     n = 6
     texts = candidates_frame(n)["text"].tolist()
 
@@ -691,7 +691,7 @@ def test_retry_after_beyond_retry_max_is_honoured_up_to_its_own_maximum(tmp_path
 
 def test_rubric_name_cannot_steer_the_default_output_folder(tmp_path, fake_server, monkeypatch, capsys):
     """Item 8: a rubric's name becomes part of one folder name under runs/, never a path."""
-    from memjudge.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
+    from memjudge.scoring.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
 
     cand, src = write_inputs(tmp_path, n=4)
     text = (ROOT / "rubrics" / "support.toml").read_text(encoding="utf-8").replace('name = "support"', 'name = "../../../escaped"')
@@ -781,7 +781,7 @@ def test_sigkill_at_random_moments_loses_no_answer(tmp_path, fake_server):
     import random
 
     import kill_target
-    from memjudge.cache import AnswerCache
+    from memjudge.scoring.cache import AnswerCache
 
     n = 12
     cand, src = write_inputs(tmp_path, n=n)

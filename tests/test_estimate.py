@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import memjudge
-from memjudge.bootstrap import cluster_weights, percentile_interval
+from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.cli import main
 from memjudge.stats.ppi import ppi_mean_point, three_estimates
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge import figures as F
+from memjudge.reporting import figures as F
 
 DATA = Path(__file__).parent / "data"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -206,7 +206,7 @@ def test_calibration_count_panel_keeps_every_candidate_when_bin_centres_differ_b
 
 
 def test_calibration_count_panel_sums_to_the_candidates_of_a_real_run():
-    from memjudge.report import calibration_frame, load_run
+    from memjudge.reporting import calibration_frame, load_run
 
     run = load_run(DATA / "report_run")
     bins = calibration_frame(run)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.crossval import compare
+from memjudge.comparison import compare
 from memjudge.gate import Policy, PolicyFileError, load_policy
 from memjudge.policies import GlobalThreshold, PerCategory, Targeted, export_policy
 
@@ -83,7 +83,7 @@ def test_bad_policy_files(tmp_path):
 
 def test_gate_imports_only_the_standard_library(tmp_path):
     code = ("import sys; import memjudge.gate; "
-            "heavy = [m for m in ('numpy', 'pandas', 'scipy', 'memjudge.io') if m in sys.modules]; "
+            "heavy = [m for m in ('numpy', 'pandas', 'scipy', 'memjudge.formats') if m in sys.modules]; "
             "print(heavy)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={"PYTHONPATH": ROOT_SRC, "PATH": ""})

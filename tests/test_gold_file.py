@@ -22,7 +22,7 @@ from memjudge.annotate.items import load_items
 from memjudge.annotate.server import Session, create_app
 from memjudge.cli import main
 from memjudge.errors import InputError
-from memjudge.io import read_gold, read_labels
+from memjudge.formats import read_gold, read_labels
 
 N = 24
 RNG = np.random.default_rng(7)

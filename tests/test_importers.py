@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge import io as mio
+from memjudge import formats as mio
 from memjudge.errors import InputError, UsageError
 from memjudge.importers import Imported, Importer, available, import_dataset, register
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memjudge import cli as memjudge_cli
-from memjudge.engine import score_run
+from memjudge.scoring.engine import score_run
 from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
 
 SOURCES = '{"persona_id": "p1", "source": "I live in Zurich and I value honesty."}\n{"persona_id": "p2", "source": "I am a nurse."}\n'
@@ -348,7 +348,7 @@ def _answer_with_separators(server, req):
 
 
 def test_every_jsonl_file_memjudge_writes_reads_back_with_unicode_line_separators(tmp_path, capsys, fake_server, monkeypatch):
-    from memjudge.io import read_candidates, read_coverage, read_labels
+    from memjudge.formats import read_candidates, read_coverage, read_labels
 
     rows = [{**r, "text": f"{r['text']}{SEPARATORS}(x)", "note": f"n{SEPARATORS}{i}"} for i, r in enumerate(GOOD)]
     cand = tmp_path / "candidates.jsonl"

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import TEST_DATA
 from memjudge.cli import main
-from memjudge.io import read_gold
+from memjudge.formats import read_gold
 
 EXPORT = TEST_DATA / "label_studio" / "export.json"
 

@@ -105,7 +105,7 @@ class LlamaServer:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> dict[str, Path]:
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     folder = tmp_path_factory.mktemp("llama-corpus")
     c = simulate("paper", seed=0, personas=PERSONAS)

@@ -121,7 +121,7 @@ def test_bad_specs_and_options(tmp_path, cli):
 
 
 def _call(assertion_id="a1", replicate=0):
-    from memjudge.rubrics import load_rubric
+    from memjudge.scoring.rubrics import load_rubric
 
     rubric = load_rubric("support")
     return JudgeCall(key=f"k-{assertion_id}-{replicate}", rubric=rubric.id, prompt=Prompt("s", "u"),
@@ -137,7 +137,7 @@ def judge_factory():
 
 
 def test_verdict_is_log_odds_against_threshold(judge_factory):
-    from memjudge.rubrics import load_rubric
+    from memjudge.scoring.rubrics import load_rubric
 
     judge = judge_factory(options={"threshold": -1.5})
     rubric = load_rubric("support")
@@ -208,7 +208,7 @@ def model_cache(tmp_path_factory):
 
 
 def _prompts():
-    from memjudge.rubrics import load_rubric
+    from memjudge.scoring.rubrics import load_rubric
 
     rubric = load_rubric("support")
     return {k: rubric.render_support(source=SOURCE, assertion=a, category="c", persona_id="p1", assertion_id=k)
@@ -266,7 +266,7 @@ def test_memjudge_score_with_the_local_judge_end_to_end(model_cache, tmp_path, c
     r = cli("score", cands, "--sources", sources, "--judge", "local:qwen2.5-coder-1.5b", "--replicates", "2",
             "--out", out, "--no-progress", "--json", env=env)
     assert r.returncode == 0, r.stderr
-    from memjudge.io import read_labels
+    from memjudge.formats import read_labels
 
     labels = read_labels(out / "labels.jsonl")
     assert len(labels) == 6 and labels["verdict"].notna().all()
@@ -351,7 +351,7 @@ def test_premise_prompt_keeps_hostile_text_inside_its_markers():
 
 
 def test_few_shot_examples_are_not_taken_from_the_corpus_generator():
-    from memjudge import simulate_lexicon as lex
+    from memjudge.simulation import lexicon as lex
 
     lexicon = repr(vars(lex)).lower()
     for src, stmt, _ in LP.EXAMPLES:
@@ -425,7 +425,7 @@ def test_the_engine_hands_the_judge_the_source_and_assertion(judge_factory, monk
     the scoring function is replaced by a recorder)."""
     import threading
 
-    from memjudge.engine import score_run
+    from memjudge.scoring.engine import score_run
 
     seen = []
 
@@ -455,9 +455,9 @@ def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path,
     from scripted_judge import HashScoringJudge
 
     from memjudge import demo as demo_mod
-    from memjudge.calibrate import calibrate
+    from memjudge.stats.thresholds import calibrate
     from memjudge.judges import _PROVIDERS
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     monkeypatch.setitem(_PROVIDERS, "local", HashScoringJudge)
     scale = {"corpus": {"candidates": 2500, "personas": 100}}

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.bootstrap import cluster_weights, percentile_interval
-from memjudge.noise import item_flip, noise
+from memjudge.stats.bootstrap import cluster_weights, percentile_interval
+from memjudge.stats.noise import item_flip, noise
 
 S, U, P = "supported", "unsupported", "partial"
 JUDGE_KEYS = {"judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "flip_rate_ci",

@@ -13,7 +13,7 @@ import pytest
 
 import memjudge
 from memjudge.cli import main
-from memjudge.io import LABEL_COLUMNS, frame_records, read_labels, write_jsonl
+from memjudge.formats import LABEL_COLUMNS, frame_records, read_labels, write_jsonl
 
 from conftest import TEST_DATA
 
@@ -155,7 +155,7 @@ def test_equals_crowdkit_on_simulated_panels(method, seed, classes):
 def test_a_bootstrap_resample_is_an_em_on_the_resampled_data():
     """Item weights of a persona-cluster resample equal copies of the items: the batched EM
     of one resample matches crowd-kit on the explicitly resampled data set."""
-    from memjudge.bootstrap import cluster_weights
+    from memjudge.stats.bootstrap import cluster_weights
     from memjudge.stats.panel import fit_em, responses
 
     labels = ds_labels(5, n=300)
@@ -222,7 +222,7 @@ DECLARED = {"sim:lenient": (0.97, 0.70), "sim:balanced": (0.92, 0.88), "sim:stri
 
 def sim_panel(tmp: Path, personas: int, replicates: int = 1) -> tuple[Path, Path]:
     from memjudge.judges import make_judge
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     corpus = simulate("paper", seed=0, personas=personas, out=tmp)
     frames = [make_judge(spec, options={"truth": str(tmp), "seed": i + 1, "sensitivity": se, "specificity": sp,
@@ -410,7 +410,7 @@ def _errors_frame(gold: bool) -> pd.DataFrame:
 
 @pytest.mark.parametrize("gold", [True, False])
 def test_panel_figure_draws_estimates_against_gold(gold, tmp_path):
-    from memjudge import figures as F
+    from memjudge.reporting import figures as F
     from test_figures import png_size
 
     frame = _errors_frame(gold)
@@ -426,7 +426,7 @@ def test_panel_figure_draws_estimates_against_gold(gold, tmp_path):
 
 
 def test_panel_figure_without_data_is_a_placeholder():
-    from memjudge import figures as F
+    from memjudge.reporting import figures as F
 
     fig = F.panel_error_rates(_errors_frame(True).iloc[0:0])
     assert any("no " in t.get_text() for ax in fig.axes for t in ax.texts)

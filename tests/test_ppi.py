@@ -95,7 +95,7 @@ def test_interval_coverage_in_simulation():
     """100 simulated studies with known truth: the persona-bootstrap PPI++ interval covers the
     population rate (≥ 88% of 100 studies: 3 binomial SDs below 95%), is narrower than gold only,
     and the biased judge's own interval almost never covers."""
-    from memjudge.bootstrap import cluster_weights
+    from memjudge.stats.bootstrap import cluster_weights
     from memjudge.stats.ppi import three_estimates
 
     rng = np.random.default_rng(2024)

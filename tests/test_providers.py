@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from memjudge.errors import UsageError
 from memjudge.judges.base import MalformedResponse
 from memjudge.judges import JudgeCall, Prompt, make_judge
-from memjudge.retry import call_with_retry
+from memjudge.scoring.retry import call_with_retry
 
 KEY = "sk-test-SECRET-0123456789"
 MODELS = {"gemini": "gemini-2.5-flash", "openai": "gpt-4o-mini"}
@@ -772,7 +772,7 @@ def test_verdict_log_odds_hand_computed():
 
 
 def test_response_format_and_logprobs_through_the_python_api(fake_server, tmp_path):
-    from memjudge.engine import score_run
+    from memjudge.scoring.engine import score_run
     from memjudge.judges import JudgeConfig
 
     cand, src, _ = compat_inputs(tmp_path, 4)

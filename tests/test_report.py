@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memjudge.report import report
+from memjudge.reporting import report
 
 FIXTURE = Path(__file__).parent / "data" / "report_run"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

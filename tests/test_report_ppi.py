@@ -12,15 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.report import estimate_frame, load_run, report
+from memjudge.reporting import estimate_frame, load_run, report
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory, request):
     from conftest import run_cli as cli
-    from memjudge.io import frame_records, write_jsonl
+    from memjudge.formats import frame_records, write_jsonl
     from memjudge.judges import make_judge
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     d = tmp_path_factory.mktemp("ppi_run")
     c = simulate(preset="paper", seed=1, personas=30)
@@ -68,7 +68,7 @@ def test_forest_frame_and_plot_are_estimate_json(run, cli):
             assert row["effective_gold_n"] == pytest.approx(g["effective_gold_n"]) if g["effective_gold_n"] is not None \
                 else np.isnan(row["effective_gold_n"])
     # the plotted points and interval ends are those numbers, in percent, one series per method
-    from memjudge import figures as F
+    from memjudge.reporting import figures as F
 
     fig = F.ppi_forest(frame)
     ax = fig.axes[0]
@@ -113,7 +113,7 @@ def test_section_reads_the_json(run):
     assert f"as precise as {round(top['effective_gold_n'])} gold labels alone" in sec
     assert "](fig_ppi_forest.png)" in sec
     # the policy ordering under PPI++ (compare.json's gold block)
-    from memjudge.crossval_gold import ordering_sentence
+    from memjudge.comparison.gold import ordering_sentence
 
     sent = ordering_sentence(cmp_["gold"]["ordering"], cmp_["gold"]["paired"]["ppi"])
     assert sent.split(":")[0] in sec

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.crossval import compare
+from memjudge.comparison import compare
 from memjudge.judges import make_judge
-from memjudge.robustness import robustness
-from memjudge.simulate import simulate
+from memjudge.comparison.robustness import robustness
+from memjudge.simulation import simulate
 
 # Table 1 of "When to Remember, When to Abstain" (held-out fold means; write-all full sample).
 PAPER = {

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
-from memjudge.bootstrap import cluster_weights, ratio_interval
-from memjudge.crossval import compare
-from memjudge.robustness import p_lowest, robustness
+from memjudge.stats.bootstrap import cluster_weights, ratio_interval
+from memjudge.comparison import compare
+from memjudge.comparison.robustness import p_lowest, robustness
 
 from test_crossval import S, U, synthetic, synthpai
 

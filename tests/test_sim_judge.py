@@ -10,14 +10,14 @@ import json
 import numpy as np
 import pytest
 
-from memjudge import io
+from memjudge import formats as io
 from memjudge.errors import UsageError
 from memjudge.judges import JudgeCall, make_judge
 from memjudge.judges.panel import load_panel
 from memjudge.judges.sim import flip_probability, flip_scale
-from memjudge.noise import noise
-from memjudge.rubrics import load_rubric
-from memjudge.simulate import simulate
+from memjudge.stats.noise import noise
+from memjudge.scoring.rubrics import load_rubric
+from memjudge.simulation import simulate
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge import io
+from memjudge import formats as io
 from memjudge.errors import InputError, UsageError
-from memjudge.simulate import KINDS, load_preset, simulate
+from memjudge.simulation import KINDS, load_preset, simulate
 
 
 @pytest.fixture(scope="module")

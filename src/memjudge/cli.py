@@ -51,7 +51,7 @@ def _add_verbosity(parser) -> None:
 
 
 def _presets() -> list[str]:
-    # Listed from the package data, not through memjudge.simulate: --help must not import pandas.
+    # Listed from the package data, not through memjudge.simulation: --help must not import pandas.
     from importlib import resources
 
     return sorted(p.name[:-5] for p in resources.files("memjudge").joinpath("presets").iterdir() if p.name.endswith(".toml"))
@@ -319,8 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_score(args) -> int:
-    from memjudge.engine import score_run
-    from memjudge.io import dumps
+    from memjudge.scoring.engine import score_run
+    from memjudge.formats import dumps
 
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     result = score_run(
@@ -369,8 +369,8 @@ def _errors_note(s) -> int:
 
 
 def cmd_cache(args) -> int:
-    from memjudge.cache import cache_clear, cache_stats
-    from memjudge.io import dumps
+    from memjudge.scoring.cache import cache_clear, cache_stats
+    from memjudge.formats import dumps
 
     if args.cache_command == "stats":
         out = cache_stats(args.cache_dir)
@@ -386,7 +386,7 @@ def cmd_cache(args) -> int:
 
 def _confirm_clear(cache_dir) -> None:
     """The cache holds answers that were paid for: ask on a terminal, refuse without one."""
-    from memjudge.cache import resolve_cache_dir
+    from memjudge.scoring.cache import resolve_cache_dir
 
     where = resolve_cache_dir(cache_dir)
     if not sys.stdin.isatty():
@@ -400,7 +400,7 @@ def _confirm_clear(cache_dir) -> None:
 def _emit_analysis(args, data: dict, text: str, filename: str | None, notes=()) -> int:
     """Shared tail of analysis commands: RUN_DIR/filename for `report` (None: the command wrote
     its files itself), JSON or a table on stdout."""
-    from memjudge.io import dumps, write_json
+    from memjudge.formats import dumps, write_json
 
     if filename and getattr(args, "out", None):
         from pathlib import Path
@@ -416,16 +416,16 @@ def _emit_analysis(args, data: dict, text: str, filename: str | None, notes=()) 
 
 
 def cmd_noise(args) -> int:
-    from memjudge.io import read_labels
-    from memjudge.noise import noise
+    from memjudge.formats import read_labels
+    from memjudge.stats.noise import noise
 
     res = noise(read_labels(args.labels), seed=args.seed, B=args.bootstrap)
     return _emit_analysis(args, res.to_json(), res.to_text(), "noise.json", res.notes)
 
 
 def cmd_agreement(args) -> int:
-    from memjudge.agreement import agreement
-    from memjudge.io import read_gold, read_labels
+    from memjudge.stats.agreement import agreement
+    from memjudge.formats import read_gold, read_labels
 
     labels = read_labels(args.labels)
     gold = read_gold(args.gold) if args.gold else None
@@ -445,7 +445,7 @@ def cmd_agreement(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from memjudge.crossval import compare
+    from memjudge.comparison import compare
 
     res = compare(
         args.candidates, list(args.labels), args.coverage, judge=args.judge, replicate=args.replicate,
@@ -465,7 +465,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_robustness(args) -> int:
-    from memjudge.robustness import robustness
+    from memjudge.comparison.robustness import robustness
 
     res = robustness(
         args.candidates, list(args.labels), list(args.coverage) if args.coverage else None,
@@ -477,13 +477,13 @@ def cmd_robustness(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from memjudge.report import parse_formats, report
+    from memjudge.reporting import parse_formats, report
 
     res = report(args.run_dir, formats=parse_formats(args.format), dpi=args.dpi)
     if args.open:
         _open_in_browser(res)
     if getattr(args, "json", False):
-        from memjudge.io import dumps
+        from memjudge.formats import dumps
 
         print(dumps(res.to_dict(), indent=2))
         return 0
@@ -505,8 +505,8 @@ def _open_in_browser(res) -> None:
 
 
 def cmd_simulate(args) -> int:
-    from memjudge.io import dumps
-    from memjudge.simulate import simulate
+    from memjudge.formats import dumps
+    from memjudge.simulation import simulate
 
     corpus = simulate(preset=args.preset, seed=args.seed, personas=args.personas, config=args.config, out=args.out)
     summary = dict(corpus.summary(), out=args.out, preset=args.preset, seed=args.seed, simulated=True,
@@ -526,7 +526,7 @@ def cmd_simulate(args) -> int:
 
 def cmd_demo(args) -> int:
     from memjudge.demo import demo
-    from memjudge.io import dumps
+    from memjudge.formats import dumps
 
     res = demo(args.out, args.personas, seed=args.seed, cache_dir=args.cache_dir,
                progress=not (args.no_progress or args.quiet) and sys.stderr.isatty(),
@@ -543,8 +543,8 @@ def cmd_demo(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from memjudge.calibrate import calibrate
-    from memjudge.io import dumps
+    from memjudge.stats.thresholds import calibrate
+    from memjudge.formats import dumps
 
     cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel)
     if args.json:
@@ -560,7 +560,7 @@ def cmd_calibrate(args) -> int:
 
 def cmd_import(args) -> int:
     from memjudge.importers import get_importer, import_dataset
-    from memjudge.io import dumps
+    from memjudge.formats import dumps
 
     importer = get_importer(args.dataset)
     if getattr(importer, "writes", None) == "gold":  # label-studio: one export file in, one gold file out
@@ -637,8 +637,8 @@ def cmd_panel(args) -> int:
 
 
 def cmd_batch(args) -> int:
-    from memjudge.batch import batch_cancel, batch_status
-    from memjudge.io import dumps
+    from memjudge.scoring.batch import batch_cancel, batch_status
+    from memjudge.formats import dumps
 
     rows = (batch_cancel if args.batch_command == "cancel" else batch_status)(args.run_dir, base_url=args.base_url)
     if args.json:
@@ -658,8 +658,8 @@ def cmd_batch(args) -> int:
 def cmd_sample(args) -> int:
     from pathlib import Path
 
-    from memjudge.io import dumps, frame_records, write_jsonl
-    from memjudge.sampling import sample
+    from memjudge.formats import dumps, frame_records, write_jsonl
+    from memjudge.stats.sampling import sample
 
     out = Path(args.out)
     if out.suffix not in (".jsonl", ".csv"):

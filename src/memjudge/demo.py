@@ -1,6 +1,6 @@
 """`memjudge demo`: the whole study offline, end to end, with the embedded judge.
 
-A small corpus with known truth is generated (memjudge.simulate), the embedded CPU judge
+A small corpus with known truth is generated (memjudge.simulation), the embedded CPU judge
 `local:qwen2.5-coder-1.5b` gets this domain's threshold from `memjudge calibrate` on a small
 simulated-gold sample of other personas (another seed), the candidates are scored by it
 (two replicates at temperature 0) and by
@@ -9,7 +9,7 @@ agreement (with gold and between judges), the retention-policy comparison under 
 embedded judge's labels, robustness of the policy ordering across judges, and the report.
 
 Simulated gold: a uniform random sample of ``GOLD_SAMPLE`` (100) assertions is drawn
-(`memjudge.sampling.sample`) and the corpus's construction truth on them stands in for hand
+(`memjudge.stats.sampling.sample`) and the corpus's construction truth on them stands in for hand
 labels. With it the embedded judge's support rates are corrected by PPI++ (``estimate.json``,
 `memjudge.stats.estimate`) and Table 1 gains PPI++ faithfulness (``compare --gold``); the
 report says plainly that this gold is simulated (config.json ``gold_sample.simulated``).
@@ -83,10 +83,10 @@ class DemoResult:
 def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say) -> tuple[object, dict]:
     """Score a small simulated-gold sample of other personas with the embedded judge, pick its
     threshold there with `memjudge calibrate`, and return the judge at that threshold."""
-    from memjudge.calibrate import calibrate
-    from memjudge.engine import score_run
+    from memjudge.stats.thresholds import calibrate
+    from memjudge.scoring.engine import score_run
     from memjudge.judges import make_judge
-    from memjudge.simulate import simulate
+    from memjudge.simulation import simulate
 
     cal_seed = seed + CALIBRATION_SEED_OFFSET
     sample = simulate(preset="paper", seed=cal_seed, personas=CALIBRATION_PERSONAS, config=scale)
@@ -103,7 +103,7 @@ def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say) -
 
 def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float, calibration: dict | None = None) -> dict:
     """The embedded judge against the corpus's gold labels (replicate 0)."""
-    from memjudge.calibrate import accuracy, auc, balanced_accuracy, best_threshold, join_gold
+    from memjudge.stats.thresholds import accuracy, auc, balanced_accuracy, best_threshold, join_gold
 
     joined = join_gold(labels, gold, LOCAL_JUDGE)
     s = joined["judge_score"].astype(float).to_numpy()
@@ -129,15 +129,15 @@ def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float, c
 
 def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_dir=None, progress: bool = True,
          echo: Callable[[str], None] | None = print) -> DemoResult:
-    from memjudge.agreement import agreement
-    from memjudge.crossval import compare
-    from memjudge.engine import score_run
-    from memjudge.io import frame_records, write_json, write_jsonl
+    from memjudge.stats.agreement import agreement
+    from memjudge.comparison import compare
+    from memjudge.scoring.engine import score_run
+    from memjudge.formats import frame_records, write_json, write_jsonl
     from memjudge.judges import make_judge
-    from memjudge.noise import noise
-    from memjudge.report import report
-    from memjudge.robustness import robustness
-    from memjudge.simulate import simulate
+    from memjudge.stats.noise import noise
+    from memjudge.reporting import report
+    from memjudge.comparison.robustness import robustness
+    from memjudge.simulation import simulate
     from memjudge.stats.estimate import estimate
 
     say = echo or (lambda _line: None)
@@ -187,7 +187,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     for name in SIM_JUDGES:
         sim = make_judge(f"sim:{name}", options={"truth": str(corpus_dir), "seed": seed})
         sims.append(sim.labels(corpus.candidates, replicates=REPLICATES))
-    from memjudge.io import LABEL_COLUMNS
+    from memjudge.formats import LABEL_COLUMNS
 
     local_labels = local_labels.assign(simulated=False)
     frames = [local_labels[LABEL_COLUMNS + ["simulated"]], *sims]
@@ -205,7 +205,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
             f"(gold {100 * quality['gold_support_rate']:.1f}%)")
 
     # The simulated hand labels: a uniform sample, labelled with the corpus's construction truth.
-    from memjudge.sampling import sample
+    from memjudge.stats.sampling import sample
 
     drawn = sample(corpus.candidates, min(GOLD_SAMPLE, len(corpus.candidates)), seed=seed)
     truth = corpus.labels.set_index("assertion_id")["verdict"]

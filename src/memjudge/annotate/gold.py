@@ -3,7 +3,7 @@
 Format: JSONL, one decision per line with the fields `assertion_id, verdict, annotator, note,
 labelled_at` (ISO 8601, UTC). The file is append-only: a changed mind appends a newer row,
 and readers take the latest row (the last in the file) per (assertion_id, annotator), as
-`memjudge.io.read_gold` does. A skip is not a decision and is not written.
+`memjudge.formats.read_gold` does. A skip is not a decision and is not written.
 
 Durability: each row is one `os.write` on a descriptor opened with O_APPEND, then `os.fsync`,
 before the server answers the page; so a decision the page saw acknowledged survives a kill
@@ -110,8 +110,8 @@ def _fsync_dir(folder: Path) -> None:
 
 def read_gold_rows(path) -> pd.DataFrame:
     """The standing decisions in a gold file (latest per assertion and annotator); an absent
-    or empty file has none. Errors name the file and line (memjudge.io.read_gold)."""
-    from memjudge.io import read_gold
+    or empty file has none. Errors name the file and line (memjudge.formats.read_gold)."""
+    from memjudge.formats import read_gold
 
     path = Path(path)
     if not path.exists() or (path.is_file() and not path.read_bytes().strip()):

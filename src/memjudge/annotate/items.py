@@ -2,9 +2,9 @@
 only when asked (`--show-judge LABELS`), the judges' verdicts.
 
 Input: any candidates-like file (`assertion_id, persona_id, category, text`; the output of
-`memjudge sample` or a plain candidates file), read by `memjudge.io.read_candidates`, so
+`memjudge sample` or a plain candidates file), read by `memjudge.formats.read_candidates`, so
 extra columns such as `inclusion_prob` are kept. Sources: `--sources` (one per persona,
-`memjudge.io.read_sources`) or else a `source` column on every row.
+`memjudge.formats.read_sources`) or else a `source` column on every row.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from memjudge.errors import InputError
 
 def load_items(path, sources=None) -> pd.DataFrame:
     """Items with a `source` column, in file order; errors name the file and line."""
-    from memjudge.io import LINE, check_sources_cover, read_candidates, read_sources
+    from memjudge.formats import LINE, check_sources_cover, read_candidates, read_sources
 
     path = Path(path)
     items = read_candidates(path, keep_line=True)
@@ -49,7 +49,7 @@ def _as_display(v):
 def judge_views(labels_paths) -> dict[str, list[dict]]:
     """assertion_id → the judges' standing answers (lowest replicate per judge and rubric):
     judge, rubric, verdict, evidence, rationale as display strings."""
-    from memjudge.io import read_labels
+    from memjudge.formats import read_labels
 
     lab = read_labels(labels_paths)
     lab = lab.sort_values(["assertion_id", "judge", "rubric", "replicate"], kind="stable")

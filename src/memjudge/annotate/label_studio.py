@@ -48,7 +48,7 @@ TASK_FIELDS = ["assertion_id", "persona_id", "category", "text", "source"]
 
 def tasks(items: pd.DataFrame) -> list[dict]:
     """Label Studio tasks for items with a `source` column (memjudge.annotate.items.load_items)."""
-    from memjudge.io import frame_records
+    from memjudge.formats import frame_records
 
     cols = TASK_FIELDS + [c for c in items.columns if c not in TASK_FIELDS]
     if "confidence" in cols and items["confidence"].isna().all():  # read_candidates adds it when absent
@@ -63,7 +63,7 @@ def config_path(tasks_path) -> Path:
 
 def export_tasks(items: pd.DataFrame, out) -> tuple[Path, Path]:
     """Write TASKS.json and TASKS.label_config.xml; returns both paths."""
-    from memjudge.io import write_json
+    from memjudge.formats import write_json
 
     out = Path(out)
     if out.is_dir():
@@ -165,7 +165,7 @@ def read_export(path) -> tuple[pd.DataFrame, dict]:
 
 def import_export(path, out) -> dict:
     """Read a Label Studio JSON export and write the gold file `out` (replaced atomically)."""
-    from memjudge.io import frame_records, write_jsonl
+    from memjudge.formats import frame_records, write_jsonl
 
     frame, counts = read_export(path)
     if frame.empty:

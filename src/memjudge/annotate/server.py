@@ -78,7 +78,7 @@ class Session:
         return next((i for i, a in enumerate(self.ids) if a not in self.decisions), self.total)
 
     def item(self, i: int) -> dict:
-        from memjudge.io import json_safe
+        from memjudge.formats import json_safe
 
         row = self.items.iloc[i]
         aid = self.ids[i]

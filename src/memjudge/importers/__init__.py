@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
-from memjudge.io import LABEL_COLUMNS, csv_records, frame_records, jsonl_records, write_json, write_jsonl
+from memjudge.formats import LABEL_COLUMNS, csv_records, frame_records, jsonl_records, write_json, write_jsonl
 
 _IMPORTERS: dict[str, "str | type[Importer]"] = {
     "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",

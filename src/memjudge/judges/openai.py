@@ -44,8 +44,8 @@ from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
     Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer, verdict_log_odds,
 )
-from memjudge.retry import delay_from_headers
-from memjudge.rubrics import AnswerError, parse_json_answer
+from memjudge.scoring.retry import delay_from_headers
+from memjudge.scoring.rubrics import AnswerError, parse_json_answer
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"

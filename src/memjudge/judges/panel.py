@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from memjudge.errors import InputError
-from memjudge.io import read_toml
+from memjudge.formats import read_toml
 from memjudge.judges.base import JudgeConfig
 
 

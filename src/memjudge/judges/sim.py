@@ -107,8 +107,8 @@ class _Truth:
     """truth.jsonl (and facts.jsonl beside it, if any) of a simulated corpus."""
 
     def __init__(self, path: Path):
-        from memjudge.io import read_facts, read_table
-        from memjudge.simulate import stated_by
+        from memjudge.formats import read_facts, read_table
+        from memjudge.simulation import stated_by
 
         self.path = path
         df = read_table(path)
@@ -151,7 +151,7 @@ class _Truth:
 
 def _block(text: str, name: str) -> list[tuple[str, str]] | None:
     """(id, text) entries of a <<<NAME ... NAME>>> list block of a rendered prompt, or None."""
-    from memjudge.rubrics import list_entries
+    from memjudge.scoring.rubrics import list_entries
 
     m = re.search(rf"<<<{name}\n(.*?)\n?{name}>>>", text, re.S)
     if m is None:
@@ -272,7 +272,7 @@ class SimJudge(Judge):
                 obj = self._support_answer(aid, r)
                 rows.append((aid, pid, cat, r, obj["verdict"], obj["evidence"], obj["rationale"]))
         df = pd.DataFrame(rows, columns=["assertion_id", "persona_id", "category", "replicate", "verdict", "evidence", "rationale"])
-        from memjudge.rubrics import load_rubric
+        from memjudge.scoring.rubrics import load_rubric
 
         df.insert(3, "judge", self.spec)
         df.insert(4, "rubric", load_rubric("support").id)  # as the engine names it
@@ -283,7 +283,7 @@ class SimJudge(Judge):
         df["usage"] = None
         df["latency_s"] = None
         df["simulated"] = True
-        from memjudge.io import LABEL_COLUMNS
+        from memjudge.formats import LABEL_COLUMNS
 
         return df[LABEL_COLUMNS + ["simulated"]]
 
@@ -298,7 +298,7 @@ class SimJudge(Judge):
         by_p: dict[str, list[tuple[str, str]]] = {}
         for pid, fid, text in zip(facts["persona_id"].astype(str), facts["fact_id"].astype(str), facts["text"]):
             by_p.setdefault(pid, []).append((fid, text))
-        from memjudge.rubrics import load_rubric
+        from memjudge.scoring.rubrics import load_rubric
 
         rubric = load_rubric("coverage").id
         rows = []
@@ -312,7 +312,7 @@ class SimJudge(Judge):
 
     # -- answers ------------------------------------------------------------------------
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
-        from memjudge.io import rubric_name
+        from memjudge.formats import rubric_name
 
         if rubric_name(call.rubric) == "coverage" or ("assertion_id" not in call.item and "persona_id" in call.item):
             obj = self._coverage(call)

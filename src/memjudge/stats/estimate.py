@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
-from memjudge.io import LINE  # the readers' private line-number column
+from memjudge.formats import LINE  # the readers' private line-number column
 
 NON_VERDICTS = frozenset({"skip", "skipped", "unsure", "unknown", "n/a", "na", "?", "cannot tell", "cannot_tell"})
 SUPPORTED = "supported"
@@ -100,7 +100,7 @@ def resolve_gold(df: pd.DataFrame, path) -> Gold:
 
 
 def read_gold_file(path) -> Gold:
-    from memjudge.io import read_gold
+    from memjudge.formats import read_gold
 
     return resolve_gold(read_gold(path, keep_line=True, unique=False), path)
 
@@ -109,14 +109,14 @@ def read_gold_file(path) -> Gold:
 # sample design (inclusion probabilities)
 
 def _stratum_keys(by: list[str], category: pd.Series, verdict: pd.Series) -> pd.Series:
-    from memjudge.sampling import stratum_key
+    from memjudge.stats.sampling import stratum_key
 
     return stratum_key(by, category, verdict)
 
 
 def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_mask: np.ndarray):
     """(w_gold, w_unlabelled) per item from a sample's inclusion probabilities (module doc)."""
-    from memjudge.sampling import check_sample
+    from memjudge.stats.sampling import check_sample
 
     sample = check_sample(sample, sample_path)
     known = set(items["assertion_id"])
@@ -206,7 +206,7 @@ class EstimateResult:
         return pd.DataFrame(rows)
 
     def render(self) -> str:
-        from memjudge.bootstrap import format_interval
+        from memjudge.stats.bootstrap import format_interval
 
         def cell(d):
             return format_interval(*(np.nan if d[k] is None else d[k] for k in ("value", "lo", "hi")))
@@ -239,7 +239,7 @@ class EstimateResult:
 # the estimate
 
 def _labels_frame(labels):
-    from memjudge.io import read_labels
+    from memjudge.formats import read_labels
 
     if isinstance(labels, (str, os.PathLike)) or (isinstance(labels, (list, tuple)) and labels
                                                   and all(isinstance(p, (str, os.PathLike)) for p in labels)):
@@ -252,13 +252,13 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
              half_width: float | None = None, gold_path=None, sample_path=None) -> EstimateResult:
     """Judge-only, gold-only and PPI++ support rates, overall and per ``by`` group (``"category"``).
 
-    ``labels``: a labels frame (memjudge.io.read_labels) or path(s); ``gold``: a path, a frame
+    ``labels``: a labels frame (memjudge.formats.read_labels) or path(s); ``gold``: a path, a frame
     of gold rows, or a ``Gold``; ``sample``: a sample file or frame (memjudge sample) whose
     inclusion probabilities weight the estimators (default: the gold file's own, if it has
     them). ``half_width``: also plan how many gold items reach that PPI++ half-width.
     """
-    from memjudge.bootstrap import cluster_weights
-    from memjudge.crossval import select_verdicts
+    from memjudge.stats.bootstrap import cluster_weights
+    from memjudge.comparison import select_verdicts
     from memjudge.stats.ppi import planned_gold_n, three_estimates
 
     if interval not in ("bootstrap", "clt"):
@@ -317,7 +317,7 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
     if sample is None and g.frame is not None and "inclusion_prob" in g.frame.columns:
         sample, sample_path = g.frame.drop_duplicates("assertion_id", keep="first"), gold_path
     if sample is not None:
-        from memjudge.sampling import read_sample
+        from memjudge.stats.sampling import read_sample
 
         if isinstance(sample, (str, os.PathLike)):
             sample_path = sample

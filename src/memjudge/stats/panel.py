@@ -56,9 +56,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
 from memjudge.errors import InputError, UsageError
-from memjudge.io import LINE  # the readers' private line-number column
+from memjudge.formats import LINE  # the readers' private line-number column
 
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
@@ -113,7 +113,7 @@ class Responses:
 
 def responses(labels: pd.DataFrame, judges: Sequence[str] | None = None, replicate: int | str = 0) -> Responses:
     """The panel's response matrix from a labels frame; checks the bad inputs of a panel."""
-    from memjudge.agreement import standing_verdicts
+    from memjudge.stats.agreement import standing_verdicts
 
     if labels.empty:
         raise UsageError("no labels")
@@ -348,7 +348,7 @@ class PanelResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        from memjudge.io import json_safe
+        from memjudge.formats import json_safe
 
         out = {
             "method": self.method, "judge": self.judge, "judges": self.judges, "labels": self.classes,
@@ -370,7 +370,7 @@ class PanelResult:
         return json_safe(out)
 
     def to_text(self) -> str:
-        from memjudge.bootstrap import format_interval as fi
+        from memjudge.stats.bootstrap import format_interval as fi
 
         lines = [f"{self.judge}: {self.n_items} items, {len(self.judges)} judges"
                  + (f", {self.iterations} EM iterations" if self.method != "majority" else "")
@@ -402,7 +402,7 @@ class PanelResult:
         """The consensus labels as OUT (a labels file: .jsonl, .csv or .parquet) and panel.json beside it."""
         from pathlib import Path
 
-        from memjudge.io import frame_records, write_json, write_jsonl
+        from memjudge.formats import frame_records, write_json, write_jsonl
 
         out = Path(out)
         ext = out.suffix.lower()
@@ -428,7 +428,7 @@ def _bootstrap_errors(R, method, s, cluster, n_personas, B, seed, chunk=CHUNK):
     """(sens (B, J), spec (B, J), prior (B, K)) over persona-cluster resamples: per-persona
     counts of each response pattern are the sufficient statistics, a resample's pattern
     weights are `cluster_weights(...) @ counts`."""
-    from memjudge.bootstrap import cluster_counts
+    from memjudge.stats.bootstrap import cluster_counts
 
     P, inverse = response_patterns(R)
     counts = cluster_counts(cluster, inverse, n_personas, P.shape[0])
@@ -499,7 +499,7 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
     path; `by`: None or "category"; `B`: bootstrap resamples (0: no intervals)."""
     import time
 
-    from memjudge.io import LABEL_COLUMNS, read_gold, read_labels
+    from memjudge.formats import LABEL_COLUMNS, read_gold, read_labels
 
     if method not in METHODS:
         raise UsageError(f"unknown panel method {method!r} (known: {', '.join(METHODS)})")
@@ -588,7 +588,7 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
     if gold is not None:
         if gold["assertion_id"].duplicated().any():
             # several annotators per item (memjudge annotate): the strict majority; a tie is no gold
-            from memjudge.agreement import majority_votes
+            from memjudge.stats.agreement import majority_votes
 
             gold, gold_ties = majority_votes(gold.assign(assertion_id=gold["assertion_id"].astype(str)), ["assertion_id"])
             if gold_ties:

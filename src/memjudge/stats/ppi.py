@@ -16,7 +16,7 @@ sum to n on the labelled set and to N on the unlabelled set (as ppi_py does):
 Every quantity is a function of a few weighted sums (``LABELLED_FEATURES``,
 ``UNLABELLED_FEATURES``), so ``ppi_from_sums`` works on sums with any leading shape: the sums of
 all items give the point estimate; per-persona sums multiplied by a bootstrap weight matrix
-(``memjudge.bootstrap.cluster_weights``) give B resamples at once, with λ re-tuned in each.
+(``memjudge.stats.bootstrap.cluster_weights``) give B resamples at once, with λ re-tuned in each.
 
 Degenerate cases are decided here, never left as a silent NaN: no gold item → PPI undefined
 (NaN, the caller says why); no unlabelled item → the gold-only mean (λ = 0: there is nothing to
@@ -206,7 +206,7 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
     Returns a dict of floats: judge/gold/ppi value, lo, hi, var; ppi lambda; n_gold;
     effective_gold_n = n_gold · var(gold-only) / var(PPI++) (NaN where undefined).
     """
-    from memjudge.bootstrap import cluster_sums, cluster_weights, percentile_interval
+    from memjudge.stats.bootstrap import cluster_sums, cluster_weights, percentile_interval
 
     persona = np.asarray(persona, dtype=np.int64)
     gold = np.asarray(gold, dtype=bool)

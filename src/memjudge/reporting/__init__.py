@@ -37,7 +37,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
-from memjudge.io import decode_file
+from memjudge.formats import decode_file
 
 FORMATS = ("md", "html")
 
@@ -166,11 +166,11 @@ def load_run(run_dir) -> Run:
         if name.endswith(".json"):
             data[part] = _read_json(f)
         elif name == "labels.jsonl":
-            from memjudge.io import read_labels
+            from memjudge.formats import read_labels
 
             data[part] = read_labels(f)
         else:
-            from memjudge.io import read_coverage
+            from memjudge.formats import read_coverage
 
             data[part] = read_coverage(f)
     if not data:
@@ -1190,7 +1190,7 @@ def estimate_frame(run: Run) -> pd.DataFrame:
 
 
 def _corrected_figures(run: Run, save) -> None:
-    from memjudge import figures as F
+    from memjudge.reporting import figures as F
 
     est = estimate_frame(run)
     if not est.empty and est["value"].notna().any():
@@ -1236,7 +1236,7 @@ def corrected_findings(run: Run) -> list[str]:
                        + s)
     gold = (run.get("compare") or {}).get("gold")
     if isinstance(gold, dict) and isinstance(gold.get("ordering"), dict):
-        from memjudge.crossval_gold import ordering_sentence
+        from memjudge.comparison.gold import ordering_sentence
 
         out.append("Held-out faithfulness corrected with gold labels (compare --gold): "
                    + ordering_sentence(gold["ordering"], (gold.get("paired") or {}).get("ppi")))
@@ -1331,7 +1331,7 @@ def corrected_section(run: Run, figures: dict) -> list:
         blocks.append(Note(f"estimate.json is absent: {PARTS['estimate.json'][1]} writes the support rates "
                            "judge only, gold only and PPI++."))
     if isinstance(gold, dict):
-        from memjudge.crossval_gold import ordering_sentence
+        from memjudge.comparison.gold import ordering_sentence
 
         wa = gold.get("write_all") or {}
         blocks.append(Para(
@@ -1377,7 +1377,7 @@ def _emphasised(run: Run, cal: pd.DataFrame) -> str | None:
 
 def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, tuple[Path, str]]:
     """Render every figure the run's data allows; returns name -> (path, caption)."""
-    from memjudge import figures as F
+    from memjudge.reporting import figures as F
 
     dpi = dpi or F.DPI
     made: dict[str, tuple[Path, str]] = {}
@@ -1770,6 +1770,6 @@ def report(run_dir, formats: str | Sequence[str] = FORMATS, out_dir=None, dpi: i
 
 
 def _write(path: Path, text: str) -> None:
-    from memjudge.io import write_atomic
+    from memjudge.formats import write_atomic
 
     write_atomic(path, text)

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import InputError, UsageError
-from memjudge.io import LINE  # the readers' private line-number column
+from memjudge.formats import LINE  # the readers' private line-number column
 
 MIN_PER_STRATUM = 2
 PRIOR_ACCURACY = 0.9
@@ -104,7 +104,7 @@ def _stratum_sd(keys: pd.Series, items: pd.DataFrame, by: list[str]) -> pd.Serie
 
 def read_sample(path) -> pd.DataFrame:
     """A sample file written by `memjudge sample` (or a gold file made from one)."""
-    from memjudge.io import read_table
+    from memjudge.formats import read_table
 
     return check_sample(read_table(path), path)
 
@@ -140,8 +140,8 @@ def check_sample(df: pd.DataFrame, path) -> pd.DataFrame:
 def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=None, seed: int = 0,
            sources=None, top_up=None, judge: str | None = None, replicate=0) -> pd.DataFrame:
     """The rows to label by hand (module doc). ``candidates``/``labels``/``sources``/``top_up``
-    are paths or frames (memjudge.io readers' shapes)."""
-    from memjudge.io import read_candidates, read_labels, read_sources
+    are paths or frames (memjudge.formats readers' shapes)."""
+    from memjudge.formats import read_candidates, read_labels, read_sources
 
     if n < 1:
         raise UsageError(f"--n must be at least 1, got {n}")
@@ -154,7 +154,7 @@ def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=Non
     verdict = pd.Series([None] * len(cand), dtype=object)
     judge_name = None
     if labels is not None:
-        from memjudge.crossval import select_verdicts
+        from memjudge.comparison import select_verdicts
 
         lab = read_labels(labels) if isinstance(labels, (str, os.PathLike, list, tuple)) else labels
         v, judge_name = select_verdicts(lab, judge, replicate)

@@ -1,7 +1,7 @@
 """Judge-corrected faithfulness in the policy comparison: `memjudge compare --gold` (issue 15).
 
 Thresholds are fitted exactly as without gold, on the judge's labels in the fit folds
-(`memjudge.crossval`); nothing here changes a threshold or a judge-only figure. On each held-out
+(`memjudge.comparison`); nothing here changes a threshold or a judge-only figure. On each held-out
 fold, each policy's faithfulness — the support rate of its retained set — is *also* estimated
 by prediction-powered inference (PPI++, power-tuned λ; `memjudge.stats.ppi.ppi_mean_point`):
 
@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import UsageError
-from memjudge.io import json_safe
+from memjudge.formats import json_safe
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def ppi_faithfulness(retained: np.ndarray, prep, gj: GoldJoin) -> tuple[float, f
 def fold_thresholds(res) -> list[tuple[int, int, str, np.ndarray, np.ndarray]]:
     """(repeat, fold, policy, per-category thresholds, held-out persona mask) per row of
     ``res.folds_detail``, from the stored thresholds (null = −∞) and per-fold gates."""
-    from memjudge.crossval import NEG_INF, fold_assignment
+    from memjudge.comparison import NEG_INF, fold_assignment
 
     p = res.prepared
     cats = p.categories.tolist()
@@ -222,7 +222,7 @@ class GoldComparison:
         return d.loc[d["policy"] == policy, "ppi"].to_numpy(dtype=float)
 
     def policies(self) -> dict:
-        from memjudge.crossval import _delta, _mean_sd
+        from memjudge.comparison import _delta, _mean_sd
 
         d = self.folds_detail
         out = {}
@@ -240,7 +240,7 @@ class GoldComparison:
         return out
 
     def paired(self) -> dict:
-        from memjudge.crossval import paired_summary
+        from memjudge.comparison import paired_summary
 
         diff = self._ppi("targeted") - self._ppi("global")
         ppi = paired_summary(diff, self.test_train_ratio)
@@ -278,7 +278,7 @@ class GoldComparison:
         return out
 
     def render(self, folds_total: int) -> str:
-        from memjudge.crossval import _LABEL, _pct, _pts
+        from memjudge.comparison import _LABEL, _pct, _pts
 
         g = self.gold
         pols, pr, order = self.policies(), self.paired(), self.ordering()
@@ -344,7 +344,7 @@ def ordering_sentence(order: dict, ppi_paired: dict | None = None) -> str:
 def compare_with_gold(res, gold, path=None, verdicts: pd.Series | None = None) -> GoldComparison:
     """The PPI++ side of a finished `CompareResult` (see the module docstring); `gold` a path, a
     frame of gold rows or a `Gold` (then `path` names its file); `verdicts` as in `join_gold`."""
-    from memjudge.crossval import NEG_INF
+    from memjudge.comparison import NEG_INF
 
     prep = res.prepared
     gj = join_gold(prep, gold, path, verdicts)

@@ -63,7 +63,7 @@ Files written by ``memjudge compare --out RUN_DIR`` (all fractions, null never N
 
   A category with at most 10 distinct confidences gets one bin per value (conf_lo = conf_hi);
   otherwise fixed deciles [0, .1), [.1, .2), …, [.9, 1] — only populated bins are listed.
-  ci_lo/ci_hi are persona-cluster bootstrap percentile intervals (`memjudge.bootstrap`).
+  ci_lo/ci_hi are persona-cluster bootstrap percentile intervals (`memjudge.stats.bootstrap`).
 """
 
 from __future__ import annotations
@@ -75,10 +75,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memjudge.agreement import majority_votes
-from memjudge.bootstrap import B_DEFAULT
+from memjudge.stats.agreement import majority_votes
+from memjudge.stats.bootstrap import B_DEFAULT
 from memjudge.errors import UsageError
-from memjudge.io import json_safe, only_rubric, rubric_name
+from memjudge.formats import json_safe, only_rubric, rubric_name
 from memjudge.policies import (
     NEG_INF, Options, choose, fit_per_category_sorted, lowest_support_category, sorted_options,
 )
@@ -137,7 +137,7 @@ class Prepared:
 
 
 def _load_candidates(candidates) -> pd.DataFrame:
-    from memjudge.io import read_candidates
+    from memjudge.formats import read_candidates
 
     if isinstance(candidates, (str, os.PathLike)):
         return read_candidates(candidates, require_confidence=True)
@@ -157,7 +157,7 @@ def _load_candidates(candidates) -> pd.DataFrame:
 
 
 def _load_labels(labels) -> pd.DataFrame:
-    from memjudge.io import read_labels
+    from memjudge.formats import read_labels
 
     if isinstance(labels, (str, os.PathLike)) or (isinstance(labels, (list, tuple)) and labels
                                                    and all(isinstance(p, (str, os.PathLike)) for p in labels)):
@@ -213,7 +213,7 @@ def select_verdicts(labels: pd.DataFrame, judge: str | None, replicate) -> tuple
 
 
 def _load_coverage(coverage, judge, replicate) -> pd.DataFrame | None:
-    from memjudge.io import read_coverage
+    from memjudge.formats import read_coverage
 
     if coverage is None:
         return None
@@ -377,7 +377,7 @@ def paired_summary(diff, test_train_ratio: float) -> dict:
 def rate_interval(num: np.ndarray, den: np.ndarray, weights: np.ndarray) -> dict:
     """A rate sum(num)/sum(den) of per-persona totals with its persona-cluster bootstrap
     percentile interval: {"value", "lo", "hi", "n"} (n = sum(den)); null when undefined."""
-    from memjudge.bootstrap import ratio_interval
+    from memjudge.stats.bootstrap import ratio_interval
 
     n = float(np.sum(den))
     lo, hi = ratio_interval(np.asarray(num, float), np.asarray(den, float), weights)
@@ -602,7 +602,7 @@ class CompareResult:
         """Write-all faithfulness (overall support rate) and coverage with persona-cluster
         bootstrap intervals (B resamples, the comparison's seed)."""
         if self._write_all_ci is None:
-            from memjudge.bootstrap import cluster_weights
+            from memjudge.stats.bootstrap import cluster_weights
 
             W = self.weights if self.weights is not None else cluster_weights(len(self.prepared.personas),
                                                                               B=self.B, seed=self.seed)
@@ -712,7 +712,7 @@ class CompareResult:
     def write_run(self, run_dir, *, candidates, labels, coverage=None, seed: int = 0) -> None:
         """Everything `memjudge report` reads about this comparison, into RUN_DIR: the fixed-key
         compare.json, the inputs' paths, the full-sample sweep and the calibration table."""
-        from memjudge.io import write_json
+        from memjudge.formats import write_json
 
         run = Path(run_dir)
         write_json(run / "compare.json", self.to_json())
@@ -727,7 +727,7 @@ class CompareResult:
 
     def export_policy(self, path, kind: str = "targeted") -> dict:
         """Fit `kind` on all personas (same floor and gate) and write the gate's JSON."""
-        from memjudge.io import write_json
+        from memjudge.formats import write_json
         from memjudge.policies import POLICY_FORMAT, POLICY_VERSION
         import datetime as dt
 
@@ -802,7 +802,7 @@ def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate=
     candidates, labels, coverage: DataFrames or paths. `gate`: "values", "a,b", a list, or
     "auto". `per_category`: "greedy" or "exact" (see `memjudge.policies.PerCategory`).
     `gold` (path or DataFrame of hand labels): each held-out faithfulness is also estimated by
-    PPI++ (`memjudge.crossval_gold`); thresholds and judge-only figures are unchanged.
+    PPI++ (`memjudge.comparison.gold`); thresholds and judge-only figures are unchanged.
     `strict_binary`: a verdict other than supported/unsupported is no valid verdict (default:
     valid, not supported). `B`: bootstrap resamples for the write-all interval (seed `seed`).
     Returns a `CompareResult` (``.to_json()``, ``.table()``, ``.render()``)."""
@@ -811,7 +811,7 @@ def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate=
     res = compare_prepared(prep, gate=gate, floor=floor, repeats=repeats, folds=folds, seed=seed,
                            policies=policies, per_category=per_category, B=B)
     if gold is not None:
-        from memjudge.crossval_gold import compare_with_gold
+        from memjudge.comparison.gold import compare_with_gold
 
         # the judge's raw verdicts weight a sample stratified by verdict (as `memjudge estimate`)
         verdicts = None if isinstance(labels, Prepared) else select_verdicts(
@@ -917,7 +917,7 @@ def _bins_for(conf: np.ndarray):
 
 
 def calibration(prep: Prepared, *, B: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
-    from memjudge.bootstrap import cluster_counts, cluster_weights, ratio_interval
+    from memjudge.stats.bootstrap import cluster_counts, cluster_weights, ratio_interval
 
     P = len(prep.personas)
     W = cluster_weights(P, B=B, seed=seed)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, format_interval, interval_pairs
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, format_interval, interval_pairs
 from memjudge.errors import UsageError
 
 
@@ -109,7 +109,7 @@ class NoiseResult:
                     for c in cats.itertuples(index=False)
                 },
             })
-        from memjudge.io import json_safe
+        from memjudge.formats import json_safe
 
         return json_safe({"judges": out})
 
@@ -136,7 +136,7 @@ class NoiseResult:
 
 
 def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResult:
-    """Re-score noise of every (judge, rubric) in a labels frame (memjudge.io.read_labels).
+    """Re-score noise of every (judge, rubric) in a labels frame (memjudge.formats.read_labels).
 
     All judges share one persona resampling (personas sorted as strings, `seed`), so their
     intervals are paired. With fewer than two personas there is no between-persona

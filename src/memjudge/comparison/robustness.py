@@ -9,7 +9,7 @@ For every judge in the labels — and every replicate of it, when there are seve
 - the lowest-support category, and the bootstrap probability that the gated category is the
   lowest (share of resamples whose lowest category is a gated one; with ``gate="auto"`` the gated
   category is the unit's own full-sample lowest);
-- Table 1 refitted under the unit's labels (`memjudge.crossval`, thresholds refit per unit).
+- Table 1 refitted under the unit's labels (`memjudge.comparison`, thresholds refit per unit).
 
 Across judges: Kendall's τ-b (scipy.stats.kendalltau) between each pair of judges' category
 rates (each judge's first replicate, categories with a rate under both). A summary counts the
@@ -37,7 +37,7 @@ the single coverage judge's rows when there is only one, else none (coverage nul
                  "lowest_is_gated": {"judges", "units"}}}
 
 With gold labels (``gold=``, ``memjudge robustness --gold GOLD``) each unit's ``table`` also
-holds compare.json's ``gold`` block (`memjudge.crossval_gold`: held-out faithfulness by PPI++
+holds compare.json's ``gold`` block (`memjudge.comparison.gold`: held-out faithfulness by PPI++
 beside the judge's), and the summary gains ``"faithfulness_ppi": {"judges", "units",
 "judges_defined", "units_defined", "survives_judges", "survives_units"}``: for how many judges
 (units) targeted ≥ global on the paired PPI++ mean, of those where it is defined, and for how
@@ -53,13 +53,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
-from memjudge.crossval import (
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
+from memjudge.comparison import (
     Prepared, _load_candidates, _load_labels, _num, _resolve_gate, compare_prepared,
     judges_in, overall_support, prepare, select_verdicts,
 )
 from memjudge.errors import UsageError
-from memjudge.io import json_safe, only_rubric
+from memjudge.formats import json_safe, only_rubric
 
 
 def category_rates(prep: Prepared, W: np.ndarray):
@@ -172,7 +172,7 @@ class RobustnessResult:
         return [f"{u.judge}, replicate {u.replicate}: {n}" for u in self.units for n in u.result.notes()]
 
     def render(self) -> str:
-        from memjudge.crossval import _pct, _pts
+        from memjudge.comparison import _pct, _pts
 
         lines = [f"Robustness across judges: {len(self._primary())} judges, {len(self.units)} judge×replicate "
                  f"units; gate {self.gate if self.gate == 'auto' else ', '.join(self.gate)}; floor "
@@ -234,7 +234,7 @@ def _ppi_counts(prim, units) -> dict:
 
 
 def _render_ppi(units, s: dict, n_judges: int, n_units: int) -> list[str]:
-    from memjudge.crossval import _pct, _pts
+    from memjudge.comparison import _pct, _pts
 
     g = units[0].result.gold.gold
     lines = ["", f"Judge-corrected held-out faithfulness (PPI++ with {g.n_matched} gold labels; fold means, %): "
@@ -260,7 +260,7 @@ def _render_ppi(units, s: dict, n_judges: int, n_units: int) -> list[str]:
 def _load_cov_all(coverage):
     if coverage is None:
         return None
-    from memjudge.io import read_coverage
+    from memjudge.formats import read_coverage
 
     if isinstance(coverage, pd.DataFrame):
         return coverage
@@ -292,7 +292,7 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
     cov = _load_cov_all(coverage)
     gold_df = gold_path = None
     if gold is not None:
-        from memjudge.crossval_gold import load_gold
+        from memjudge.comparison.gold import load_gold
 
         gold_path = str(Path(gold).resolve()) if isinstance(gold, (str, os.PathLike)) else None
         gold_df = load_gold(gold)
@@ -329,7 +329,7 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
         res = compare_prepared(prep, gate=g, floor=floor, repeats=repeats, folds=folds, seed=seed,
                                per_category=per_category, B=B, weights=W)
         if gold_df is not None:
-            from memjudge.crossval_gold import compare_with_gold
+            from memjudge.comparison.gold import compare_with_gold
 
             res.gold = compare_with_gold(res, gold_df, gold_path, select_verdicts(lab, j, r)[0])
         units.append(Unit(j, r, prep, table, overall, lowest, gated, p, res))

@@ -33,13 +33,13 @@ from typing import Any
 
 import pandas as pd
 
-from memjudge import io
-from memjudge.cache import AnswerCache, cache_key
+from memjudge import formats as io
+from memjudge.scoring.cache import AnswerCache, cache_key
 from memjudge.errors import InputError, MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
 from memjudge.judges.base import RequestTimeout
-from memjudge.ratelimit import RateLimiter
-from memjudge.rubrics import AnswerError, Rubric, evidence_found, load_rubric
+from memjudge.scoring.ratelimit import RateLimiter
+from memjudge.scoring.rubrics import AnswerError, Rubric, evidence_found, load_rubric
 
 log = logging.getLogger("memjudge")
 
@@ -102,7 +102,7 @@ class ScoreSummary:
     estimated_cost_usd: float | None = None
     out_dir: str | None = None
     cache_dir: str | None = None
-    batch: dict[str, Any] | None = None  # --batch: jobs, rounds, discount (see memjudge.batch)
+    batch: dict[str, Any] | None = None  # --batch: jobs, rounds, discount (see memjudge.scoring.batch)
     judge_settings: dict[str, Any] | None = None  # what the provider ended up using (Judge.effective)
 
     def as_dict(self) -> dict[str, Any]:
@@ -255,7 +255,7 @@ def default_out_dir(judge_spec: str, rubric_name: str) -> Path:
 def run_files(out_dir: Path) -> list[Path]:
     """Files of a run folder that memjudge opens itself (to append, write or read back as its
     own); the outputs proper are replaced by a rename, which never follows a link."""
-    from memjudge.batch import LOCK_FILE, STATE_FILE
+    from memjudge.scoring.batch import LOCK_FILE, STATE_FILE
 
     opened = [JOURNAL, STATE_FILE, LOCK_FILE]
     replaced = [JOURNAL, STATE_FILE, "labels.jsonl", "coverage.jsonl", "labels.parquet", "coverage.parquet", "config.json", "summary.json"]
@@ -390,7 +390,7 @@ class _Job:
             self.bar.refresh()
 
     async def ask(self, task: _Task) -> None:
-        from memjudge.retry import call_with_retry
+        from memjudge.scoring.retry import call_with_retry
 
         call = task.call
         usage = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "thinking_tokens": 0}
@@ -786,7 +786,7 @@ def score_run(
     calls, tokens and cost without calling. `echo(line)` receives the dry run's listing.
     `limit=N` scores only the first N personas of the candidates (in file order): a quick
     look before paying for the whole run; the rerun without it reuses those answers.
-    `batch=True` sends the calls through the provider's batch API instead (memjudge.batch:
+    `batch=True` sends the calls through the provider's batch API instead (memjudge.scoring.batch:
     `batch_fallback` "resubmit" or "online" for lines that fail, `batch_options` for limits
     and polling); costs are then at batch prices.
     """
@@ -801,7 +801,7 @@ def score_run(
     rub = load_rubric(rubric)
     batch_settings = None
     if batch:
-        from memjudge.batch import BatchSettings, check_batch_judge
+        from memjudge.scoring.batch import BatchSettings, check_batch_judge
 
         check_batch_judge(judge)
         if not write:
@@ -966,7 +966,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         stopped: RunStopped | None = None
         try:
             if batch is not None:
-                from memjudge.batch import run_batch
+                from memjudge.scoring.batch import run_batch
 
                 # Also without pending calls: jobs of an earlier run may still be open.
                 batch_report = _run_coro(closer.after(job.finishing(run_batch(job, pending, out_dir, batch, limiter))))

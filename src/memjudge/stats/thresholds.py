@@ -168,7 +168,7 @@ def calibrate_scores(scores, gold_supported, judge: str = "", target: str = "bal
 def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel=None) -> Calibration:
     """Pick `judge`'s threshold on labels (paths or a DataFrame) against gold (path or DataFrame);
     when `panel` is given, write the threshold into that judges.toml."""
-    from memjudge.io import read_gold, read_labels
+    from memjudge.formats import read_gold, read_labels
 
     if target not in TARGETS:
         raise UsageError(f"unknown calibration target {target!r} (known: {', '.join(TARGETS)})")
@@ -231,7 +231,7 @@ def dump_panel(tables: list[dict]) -> str:
 def write_threshold(panel, spec: str, threshold: float) -> None:
     """Create the panel or update its `[[judge]]` for `spec` with options.threshold, keeping every
     other judge and setting. The result is re-read with the panel loader before replacing the file."""
-    from memjudge.io import read_toml
+    from memjudge.formats import read_toml
     from memjudge.judges.panel import load_panel
 
     path = Path(panel)

@@ -26,7 +26,7 @@ The fit is one sort and cumulative sums: with the gated confidences sorted ascen
 threshold equal to the value starting run ``i`` removes exactly items ``0..i-1``, so every
 candidate threshold's counts are read off the cumulative sums at once (no loop over thresholds).
 The array-level functions here (`sorted_options`, `choose`, `fit_per_category_sorted`) are
-what `memjudge.crossval` calls per fold on pre-sorted data.
+what `memjudge.comparison` calls per fold on pre-sorted data.
 """
 
 from __future__ import annotations
@@ -491,7 +491,7 @@ def make_policy(kind: str, *, gate=("values",), floor: float = 0.8, method: str 
 
 def export_policy(policy: _Policy, path, **fitted_on) -> dict:
     """Write a fitted policy as the JSON that `memjudge.gate.load_policy` reads."""
-    from memjudge.io import write_json
+    from memjudge.formats import write_json
 
     d = policy.to_dict(**fitted_on)
     write_json(path, d)

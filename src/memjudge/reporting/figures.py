@@ -1,7 +1,7 @@
 """The report's figures: one pure function per figure, tidy data in, a matplotlib Figure out.
 
 Each function takes the numbers exactly as a run directory's JSON holds them (fractions,
-reshaped into small DataFrames by `memjudge.report`) and draws them; none computes a
+reshaped into small DataFrames by `memjudge.reporting`) and draws them; none computes a
 statistic. Figures are built on `matplotlib.figure.Figure` directly (never pyplot), so no
 global state or display is involved and the Agg canvas renders them anywhere. Sizes suit a
 paper column pair (6.5 × 4 in); colours are the Okabe–Ito palette, safe for colour-blind
@@ -87,7 +87,7 @@ def _empty(fig: Figure, message: str) -> Figure:
 
 def save_png(fig: Figure, path, dpi: int = DPI) -> Path:
     """Write `fig` as PNG; returns the path."""
-    from memjudge.io import write_atomic
+    from memjudge.formats import write_atomic
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

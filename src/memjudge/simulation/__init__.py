@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memjudge import simulate_lexicon as lex
+from memjudge.simulation import lexicon as lex
 from memjudge.errors import InputError, UsageError
-from memjudge.io import read_toml
+from memjudge.formats import read_toml
 
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
@@ -141,7 +141,7 @@ class Corpus:
 
     def write(self, out) -> dict[str, str]:
         """Write the six JSONL files into `out`; returns name → path."""
-        from memjudge.io import frame_records, write_json, write_jsonl
+        from memjudge.formats import frame_records, write_json, write_jsonl
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)

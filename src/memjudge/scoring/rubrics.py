@@ -24,7 +24,7 @@ from jinja2 import DictLoader, StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
 
-from memjudge.cache import canonical_json
+from memjudge.scoring.cache import canonical_json
 from memjudge.errors import InputError, UsageError
 from memjudge.judges.base import Prompt
 
@@ -324,7 +324,7 @@ def _builtin_dir():
     try:
         return resources.files("memjudge._rubrics")
     except ModuleNotFoundError:  # running from a source tree (PYTHONPATH=src)
-        return Path(__file__).resolve().parents[2] / "rubrics"
+        return Path(__file__).resolve().parents[3] / "rubrics"
 
 
 def builtin_names() -> list[str]:

@@ -37,7 +37,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from memjudge.bootstrap import B_DEFAULT, cluster_counts, cluster_sums, cluster_weights, format_interval, interval_pairs
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_sums, cluster_weights, format_interval, interval_pairs
 from memjudge.errors import UsageError
 
 SUPPORTED = "supported"
@@ -214,7 +214,7 @@ class AgreementResult:
         return row["value"].iloc[0] if len(row) else np.nan
 
     def to_json(self) -> dict:
-        from memjudge.io import json_safe
+        from memjudge.formats import json_safe
 
         pairs = []
         for r in self.pairs.itertuples(index=False):
@@ -291,8 +291,8 @@ def _with_ci(point: dict, reps: dict | None, measures) -> dict:
 
 def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate: int | str = 0,
               seed: int = 0, B: int = B_DEFAULT, label_set=None) -> AgreementResult:
-    """Agreement figures for a labels frame (memjudge.io.read_labels) and optional gold frame
-    (memjudge.io.read_gold). Personas are sorted as strings and resampled with one weight
+    """Agreement figures for a labels frame (memjudge.formats.read_labels) and optional gold frame
+    (memjudge.formats.read_gold). Personas are sorted as strings and resampled with one weight
     matrix for every figure, so intervals are reproducible for a given `seed` and paired.
     With fewer than two personas intervals are null. `label_set`: the labels a judge could
     give (e.g. ["supported", "unsupported", "partial"]); AC1's q is then its size for every

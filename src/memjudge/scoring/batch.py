@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from memjudge.errors import InputError, MemjudgeError, UsageError
-from memjudge.io import is_blank, jsonl_lines, open_private
+from memjudge.formats import is_blank, jsonl_lines, open_private
 from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall
 
 STATE_FILE = "batches.json"
@@ -279,7 +279,7 @@ class _OpenAIBatches:
         return JobInfo(b.id, b.status, outcome is not None, outcome, counts, message, raw=b)
 
     async def results(self, info: JobInfo, keys: list[str], calls: dict[str, JudgeCall]) -> dict[str, LineResult]:
-        from memjudge.retry import call_with_retry
+        from memjudge.scoring.retry import call_with_retry
 
         out: dict[str, LineResult] = {}
         b = info.raw
@@ -391,7 +391,7 @@ class _GeminiBatches:
         out: dict[str, LineResult] = {}
         dest = info.raw.dest
         if dest is not None and dest.file_name:
-            from memjudge.retry import call_with_retry
+            from memjudge.scoring.retry import call_with_retry
 
             async def download():
                 return await self._client().files.download(file=dest.file_name)
@@ -482,7 +482,7 @@ class _Runner:
             print(f"memjudge batch: {text}", file=sys.stderr, flush=True)
 
     async def _retry(self, fn):
-        from memjudge.retry import call_with_retry
+        from memjudge.scoring.retry import call_with_retry
 
         return await call_with_retry(self.judge, fn, on_retry=self.job._on_retry)
 
@@ -491,7 +491,7 @@ class _Runner:
         return [j for j in self.state.jobs if j["state"] != "done" and any(k in self.tasks for k in j["keys"])]
 
     def _call(self, key: str, reask: int, problem: str | None) -> JudgeCall:
-        from memjudge.engine import reask_call
+        from memjudge.scoring.engine import reask_call
 
         call = self.calls[key]
         return reask_call(call, problem) if reask else call
@@ -661,7 +661,7 @@ class _Runner:
         if outcome == "final":
             self._settle(key, value)
             return {key: {"kind": "final", "error": value}}
-        from memjudge.engine import MAX_REASKS
+        from memjudge.scoring.engine import MAX_REASKS
 
         if reask < MAX_REASKS:
             self.next_request[key] = (reask + 1, value)
@@ -724,7 +724,7 @@ async def run_batch(job, pending: list, run_dir: Path, settings: BatchSettings, 
         except (MemjudgeError, asyncio.CancelledError):
             raise
         except Exception as e:  # the provider refused a batch call after retries
-            from memjudge.engine import _error_text as request_error, _secrets
+            from memjudge.scoring.engine import _error_text as request_error, _secrets
 
             raise MemjudgeError(f"memjudge: batch {job.judge.spec}: {request_error(e, _secrets())}; "
                                 f"the job state is kept in {state.path}, rerun the same command to resume") from None
@@ -771,7 +771,7 @@ def _open_state(run_dir) -> BatchState:
 
 
 async def _live(adapter, j: dict) -> JobInfo | None:
-    from memjudge.retry import call_with_retry
+    from memjudge.scoring.retry import call_with_retry
 
     if j["job_id"]:
         return await call_with_retry(adapter.judge, lambda: adapter.get(j["job_id"]))
@@ -798,7 +798,7 @@ async def _status(run_dir, base_url, cancel: bool) -> list[dict]:
             if j["state"] != "done":
                 info = await _live(adapter, j)
                 if cancel and info is not None and not info.terminal:
-                    from memjudge.retry import call_with_retry
+                    from memjudge.scoring.retry import call_with_retry
 
                     info = await call_with_retry(judge, lambda i=info: adapter.cancel(i.id))
             rows.append(_row(j, info))
@@ -810,7 +810,7 @@ async def _status(run_dir, base_url, cancel: bool) -> list[dict]:
 def batch_status(run_dir, base_url: str | None = None) -> list[dict]:
     """Every batch job of a run directory; open ones with the provider's current status.
     Read-only: the next `score --batch` of the run reads their results."""
-    from memjudge.engine import _run_coro
+    from memjudge.scoring.engine import _run_coro
 
     return _run_coro(_status(run_dir, base_url, cancel=False))
 
@@ -818,7 +818,7 @@ def batch_status(run_dir, base_url: str | None = None) -> list[dict]:
 def batch_cancel(run_dir, base_url: str | None = None) -> list[dict]:
     """Cancel the run directory's open jobs at the provider. Answers they already produced
     are kept by the next `score --batch` of the run; the rest are asked again by a later one."""
-    from memjudge.engine import _run_coro
+    from memjudge.scoring.engine import _run_coro
 
     return _run_coro(_status(run_dir, base_url, cancel=True))
 

@@ -1,0 +1,1 @@
+"""Small pieces shared across memjudge's subpackages (the only place for shared helpers)."""
