@@ -241,3 +241,59 @@ def test_fit_threshold_array_api_and_missing_confidence():
     assert fit_threshold([0.1, 0.9], [True, True], [False, True], [True, True], 0.5) == 0.9
     with pytest.raises(UsageError):
         GlobalThreshold().fit(frame([("a", np.nan, S)]))
+
+
+# ---------------------------------------------------------------------------------------
+# the splitter and the one fitting kernel
+
+
+def test_repeated_group_kfold_is_the_spec_recipe_and_never_splits_a_group():
+    from memjudge.policies import RepeatedGroupKFold, fold_assignment
+
+    rng = np.random.default_rng(4)
+    groups = np.array([f"u{i}" for i in rng.integers(0, 13, 80)])
+    groups[:13] = [f"u{i}" for i in range(13)]  # every group present
+    names = sorted(set(groups.tolist()))         # sorted as strings: u0, u1, u10, u11, u12, u2, ...
+    cv = RepeatedGroupKFold(n_splits=4, n_repeats=3, random_state=5)
+    splits = list(cv.split(groups))
+    assert len(splits) == cv.get_n_splits() == 12
+    for i, (train, test) in enumerate(splits):
+        r, k = divmod(i, 4)
+        perm = np.random.default_rng(5 + r).permutation(len(names))
+        held = {names[j] for j in np.array_split(perm, 4)[k]}
+        assert set(groups[test].tolist()) == held and not held & set(groups[train].tolist())
+        assert np.array_equal(np.sort(np.r_[train, test]), np.arange(len(groups)))
+        assert np.array_equal(test, np.flatnonzero(np.isin(groups, list(held))))
+    # fold_assignment is the same folds as (repeat, fold, held-out group codes)
+    for (r, k, held), (_, test) in zip(fold_assignment(len(names), 3, 4, 5), splits):
+        assert {names[j] for j in held} == set(groups[test].tolist())
+    with pytest.raises(UsageError):
+        list(RepeatedGroupKFold(n_splits=14).split(groups))
+    with pytest.raises(UsageError):
+        RepeatedGroupKFold(n_splits=1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(fit_sets(max_n=14), floors, st.sampled_from(["c0", "auto"]))
+def test_estimators_and_the_kernel_on_a_subset_fit_the_same_thresholds(f, floor, gate):
+    """One fitting path: the kernel fitted on a mask of a larger sample (as the CV protocol
+    fits a fold) gives the thresholds each estimator fits on that subset alone."""
+    from memjudge.policies import SortedSample, frame_arrays
+
+    extra = frame([("c1", 0.5, S), ("c0", 0.1, U), ("c2", 0.9, None)])
+    whole = pd.concat([f, extra], ignore_index=True)
+    mask = np.r_[np.ones(len(f), bool), np.zeros(len(extra), bool)]
+    cat, conf, valid, sup = frame_arrays(whole)
+    names, codes = np.unique(cat, return_inverse=True)
+    g = "auto" if gate == "auto" else np.flatnonzero(names == gate)
+    k = SortedSample(codes, conf, valid, sup, len(names)).fit(mask, gate=g, floor=floor, method="greedy")
+    gp = GlobalThreshold(floor).fit(f)
+    tp = Targeted(gate if gate == "auto" else [gate], floor).fit(f)
+    pp = PerCategory(gate if gate == "auto" else [gate], floor).fit(f)
+    assert k.global_threshold == gp.threshold_
+    assert k.targeted_threshold == tp.threshold_
+    if gate == "auto":
+        assert [str(names[c]) for c in k.gate_codes] == tp.gate_
+    seen = set(f["category"])
+    got = {str(c): float(t) for c, t in zip(names, k.thresholds("per_category")) if c in seen}
+    assert got == pp.thresholds_

@@ -56,8 +56,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from memjudge._util.text import MISSING, pct, pts
+from memjudge.comparison.protocol import NEG_INF, POLICY_LABELS, delta, mean_sd, paired_summary
 from memjudge.errors import UsageError
 from memjudge.formats import json_safe
+from memjudge.policies.splitter import fold_assignment
 
 
 # ---------------------------------------------------------------------------------------
@@ -66,7 +69,7 @@ from memjudge.formats import json_safe
 
 @dataclass
 class GoldJoin:
-    """Gold labels aligned with a `crossval.Prepared` sample (index = candidate)."""
+    """Gold labels aligned with a `memjudge.comparison.prepare.Prepared` sample (index = candidate)."""
 
     has_gold: np.ndarray     # bool
     y: np.ndarray            # float: 1.0 gold "supported", 0.0 otherwise, NaN without gold
@@ -103,7 +106,7 @@ def load_gold(gold, path=None):
 
 def join_gold(prep, gold, path=None, verdicts: pd.Series | None = None) -> GoldJoin:
     """Align gold labels (a path, a frame or a `Gold`; `path` names a frame's file) with the
-    candidates of `prep` (a `crossval.Prepared`). `verdicts` (the judge's raw verdict per
+    candidates of `prep` (a `memjudge.comparison.prepare.Prepared`). `verdicts` (the judge's raw verdict per
     assertion id) is needed only to weight a sample stratified by verdict."""
     from memjudge.errors import InputError
 
@@ -174,8 +177,6 @@ def ppi_faithfulness(retained: np.ndarray, prep, gj: GoldJoin) -> tuple[float, f
 def fold_thresholds(res) -> list[tuple[int, int, str, np.ndarray, np.ndarray]]:
     """(repeat, fold, policy, per-category thresholds, held-out persona mask) per row of
     ``res.folds_detail``, from the stored thresholds (null = −∞) and per-fold gates."""
-    from memjudge.comparison import NEG_INF, fold_assignment
-
     p = res.prepared
     cats = p.categories.tolist()
     code = {c: i for i, c in enumerate(cats)}
@@ -222,16 +223,14 @@ class GoldComparison:
         return d.loc[d["policy"] == policy, "ppi"].to_numpy(dtype=float)
 
     def policies(self) -> dict:
-        from memjudge.comparison import _delta, _mean_sd
-
         d = self.folds_detail
         out = {}
         for name, judge in self.judge_policies.items():
             sub = d[d["policy"] == name]
-            ppi = _mean_sd(sub["ppi"].to_numpy(dtype=float))
+            ppi = mean_sd(sub["ppi"].to_numpy(dtype=float))
             out[name] = {
                 "judge": judge, "ppi": ppi,
-                "delta_faithfulness_ppi": _delta(ppi["mean"], self.write_all["ppi"]),
+                "delta_faithfulness_ppi": delta(ppi["mean"], self.write_all["ppi"]),
                 "n_folds": int(np.isfinite(sub["ppi"].to_numpy(dtype=float)).sum()),
                 "folds_without_gold": int((sub["n_gold"] == 0).sum()),
                 "folds_undefined": int(((sub["n_gold"] > 0) & sub["ppi"].isna()).sum()),
@@ -240,8 +239,6 @@ class GoldComparison:
         return out
 
     def paired(self) -> dict:
-        from memjudge.comparison import paired_summary
-
         diff = self._ppi("targeted") - self._ppi("global")
         ppi = paired_summary(diff, self.test_train_ratio)
         ppi["n_folds"] = int(np.isfinite(diff).sum())
@@ -278,8 +275,6 @@ class GoldComparison:
         return out
 
     def render(self, folds_total: int) -> str:
-        from memjudge.comparison import _LABEL, _pct, _pts
-
         g = self.gold
         pols, pr, order = self.policies(), self.paired(), self.ordering()
         lines = ["", f"Judge-corrected faithfulness (PPI++ with {g.n_matched} gold labels"
@@ -288,15 +283,15 @@ class GoldComparison:
                  f"{'Policy':<26}{'Judge only':>18}{'PPI++':>18}{'folds with PPI':>17}{'gold/fold':>11}"]
         wa = self.write_all
         lam = f" (λ {wa['lambda']:.2f})" if wa["lambda"] is not None and np.isfinite(wa["lambda"]) else ""
-        lines.append(f"{_LABEL['write_all']:<26}{_pct(wa['judge']):>18}{(_pct(wa['ppi']) + lam):>18}"
+        lines.append(f"{POLICY_LABELS['write_all']:<26}{pct(wa['judge']):>18}{(pct(wa['ppi']) + lam):>18}"
                      f"{'':>17}{wa['n_gold']:>11}")
 
         def ms(s):
-            return "—" if s["mean"] is None else f"{_pct(s['mean'])} ± {_pct(s['sd'])}"
+            return MISSING if s["mean"] is None else f"{pct(s['mean'])} ± {pct(s['sd'])}"
 
         for name, s in pols.items():
             with_gold = f"{s['n_folds']}/{folds_total}"
-            lines.append(f"{_LABEL[name]:<26}{ms(s['judge']):>18}{ms(s['ppi']):>18}"
+            lines.append(f"{POLICY_LABELS[name]:<26}{ms(s['judge']):>18}{ms(s['ppi']):>18}"
                          f"{with_gold:>17}{s['gold_per_fold']:>11.1f}")
         for key, label in (("judge", "judge only"), ("ppi", "PPI++")):
             s = pr[key]
@@ -304,14 +299,14 @@ class GoldComparison:
                 lines.append(f"  targeted − global, {label}: not defined")
                 continue
             n = s.get("n_folds", folds_total)
-            lines.append(f"  targeted − global, {label}: mean {_pts(s['mean'])} pts; 2.5–97.5% of folds "
-                         f"[{_pts(s['lo'])}, {_pts(s['hi'])}]; Nadeau–Bengio 95% [{_pts(s['nb_lo'] if s['nb_lo'] is not None else np.nan)}, "
-                         f"{_pts(s['nb_hi'] if s['nb_hi'] is not None else np.nan)}]; same sign in {s['same_sign']}/{n} folds")
+            lines.append(f"  targeted − global, {label}: mean {pts(s['mean'])} pts; 2.5–97.5% of folds "
+                         f"[{pts(s['lo'])}, {pts(s['hi'])}]; Nadeau–Bengio 95% [{pts(s['nb_lo'] if s['nb_lo'] is not None else np.nan)}, "
+                         f"{pts(s['nb_hi'] if s['nb_hi'] is not None else np.nan)}]; same sign in {s['same_sign']}/{n} folds")
         lines.append("  " + ordering_sentence(order, pr["ppi"]))
         missing = {n: s["folds_without_gold"] for n, s in pols.items() if s["folds_without_gold"]}
         if missing:
             lines.append("  note: folds whose retained set holds no gold item (no PPI figure): "
-                         + ", ".join(f"{_LABEL[n]} {v}/{folds_total}" for n, v in missing.items()))
+                         + ", ".join(f"{POLICY_LABELS[n]} {v}/{folds_total}" for n, v in missing.items()))
         if g.n_unmatched:
             lines.append(f"  note: {g.n_unmatched} gold labels name assertions that are not among the candidates (ignored)")
         if g.n_null_judge:
@@ -344,8 +339,6 @@ def ordering_sentence(order: dict, ppi_paired: dict | None = None) -> str:
 def compare_with_gold(res, gold, path=None, verdicts: pd.Series | None = None) -> GoldComparison:
     """The PPI++ side of a finished `CompareResult` (see the module docstring); `gold` a path, a
     frame of gold rows or a `Gold` (then `path` names its file); `verdicts` as in `join_gold`."""
-    from memjudge.comparison import NEG_INF
-
     prep = res.prepared
     gj = join_gold(prep, gold, path, verdicts)
     rows = []

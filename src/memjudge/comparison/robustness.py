@@ -53,13 +53,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
-from memjudge.comparison import (
-    Prepared, _load_candidates, _load_labels, _num, _resolve_gate, compare_prepared,
-    judges_in, overall_support, prepare, select_verdicts,
+from memjudge._util.text import MISSING, pct, pts
+from memjudge.comparison.gold import compare_with_gold, load_gold
+from memjudge.comparison.prepare import (
+    Prepared, judges_in, load_candidates, load_labels, prepare, select_verdicts,
 )
+from memjudge.comparison.protocol import num, overall_support, resolve_gate
+from memjudge.comparison.run import compare_prepared
 from memjudge.errors import UsageError
 from memjudge.formats import json_safe, only_rubric
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, percentile_interval
 
 
 def category_rates(prep: Prepared, W: np.ndarray):
@@ -156,7 +159,7 @@ class RobustnessResult:
                 "n_valid": int(u.prepared.valid.sum()), "has_coverage": u.prepared.has_coverage,
                 "categories": json_safe(u.categories.to_dict("records")),
                 "overall": json_safe(u.overall),
-                "lowest_category": u.lowest, "gated": list(u.gated), "p_gated_lowest": _num(u.p_gated_lowest),
+                "lowest_category": u.lowest, "gated": list(u.gated), "p_gated_lowest": num(u.p_gated_lowest),
                 "table": {k: cj[k] for k in ("write_all", "write_all_ci", "policies", "paired", "paired_vs_write_all", "gold")
                           if k in cj},
                 "notes": cj["notes"],
@@ -172,11 +175,9 @@ class RobustnessResult:
         return [f"{u.judge}, replicate {u.replicate}: {n}" for u in self.units for n in u.result.notes()]
 
     def render(self) -> str:
-        from memjudge.comparison import _pct, _pts
-
         lines = [f"Robustness across judges: {len(self._primary())} judges, {len(self.units)} judge×replicate "
                  f"units; gate {self.gate if self.gate == 'auto' else ', '.join(self.gate)}; floor "
-                 f"{_pct(self.floor)}%; {self.repeats} × {self.folds}-fold CV per unit; B = {self.B}.", ""]
+                 f"{pct(self.floor)}%; {self.repeats} × {self.folds}-fold CV per unit; B = {self.B}.", ""]
         cats = sorted({c for u in self.units for c in u.categories["category"]})
         head = (f"{'Judge':<34}{'rep':>4}  " + "".join(f"{c[:12]:>13}" for c in cats) + f"{'overall [95% CI]':>22}"
                 + f"{'lowest':>16}{'P(gated lowest)':>17}")
@@ -184,13 +185,13 @@ class RobustnessResult:
         for u in self.units:
             rates = dict(zip(u.categories["category"], u.categories["support_rate"]))
             o = u.overall
-            ov = _pct(o["value"], 1) + (f" [{_pct(o['lo'], 1)}, {_pct(o['hi'], 1)}]" if o["lo"] is not None else "")
-            lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  " + "".join(f"{_pct(rates.get(c), 1):>13}" for c in cats)
-                         + f"{ov:>22}{str(u.lowest)[:15]:>16}{_pct(u.p_gated_lowest, 1):>17}")
+            ov = pct(o["value"], 1) + (f" [{pct(o['lo'], 1)}, {pct(o['hi'], 1)}]" if o["lo"] is not None else "")
+            lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  " + "".join(f"{pct(rates.get(c), 1):>13}" for c in cats)
+                         + f"{ov:>22}{str(u.lowest)[:15]:>16}{pct(u.p_gated_lowest, 1):>17}")
         if len(self.kendall):
             lines += ["", "Kendall's τ-b between judges' category rates:"]
             for r in self.kendall.itertuples():
-                tau = "—" if not np.isfinite(r.tau) else f"{r.tau:+.3f}"
+                tau = MISSING if not np.isfinite(r.tau) else f"{r.tau:+.3f}"
                 lines.append(f"  {r.judge_a} vs {r.judge_b}: τ-b {tau} (p {r.p_value:.3g}, {r.n_categories} categories)")
         lines += ["", "Held-out Table 1 per unit (fold means, %): faithfulness / retention / est. coverage",
                   f"{'Judge':<34}{'rep':>4}  {'global':>24}{'targeted':>24}{'Δ faith (NB 95%)':>26}{'Δ cov':>9}"]
@@ -201,11 +202,11 @@ class RobustnessResult:
                 f = pol[p]["faithfulness"]["mean"]
                 r = pol[p]["retention"]["mean"]
                 c = pol[p]["coverage"]["mean"] if pol[p]["coverage"] else None
-                return f"{_pct(f)}/{_pct(r)}/{_pct(c)}"
+                return f"{pct(f)}/{pct(r)}/{pct(c)}"
 
             pf = pr["faithfulness"]
-            d = f"{_pts(pf['mean'] or np.nan)} [{_pts(pf['nb_lo'] or np.nan)}, {_pts(pf['nb_hi'] or np.nan)}]"
-            dc = _pts(pr["coverage"]["mean"]) if pr["coverage"] and pr["coverage"]["mean"] is not None else "—"
+            d = f"{pts(pf['mean'] or np.nan)} [{pts(pf['nb_lo'] or np.nan)}, {pts(pf['nb_hi'] or np.nan)}]"
+            dc = pts(pr["coverage"]["mean"]) if pr["coverage"] and pr["coverage"]["mean"] is not None else MISSING
             lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  {trio('global'):>24}{trio('targeted'):>24}{d:>26}{dc:>9}")
         lines += [f"  note: {n}" for n in self.notes()]
         s = self.summary()
@@ -234,8 +235,6 @@ def _ppi_counts(prim, units) -> dict:
 
 
 def _render_ppi(units, s: dict, n_judges: int, n_units: int) -> list[str]:
-    from memjudge.comparison import _pct, _pts
-
     g = units[0].result.gold.gold
     lines = ["", f"Judge-corrected held-out faithfulness (PPI++ with {g.n_matched} gold labels; fold means, %): "
              "global / targeted, judge only → PPI++",
@@ -245,11 +244,11 @@ def _render_ppi(units, s: dict, n_judges: int, n_units: int) -> list[str]:
         pols, pr, o = gc.policies(), gc.paired()["ppi"], gc.ordering()
 
         def pair(key):
-            return f"{_pct(pols['global'][key]['mean'], 1)}/{_pct(pols['targeted'][key]['mean'], 1)}"
+            return f"{pct(pols['global'][key]['mean'], 1)}/{pct(pols['targeted'][key]['mean'], 1)}"
 
-        nb = lambda v: _pts(np.nan if v is None else v)  # noqa: E731
+        nb = lambda v: pts(np.nan if v is None else v)  # noqa: E731
         d = f"{nb(pr['mean'])} [{nb(pr['nb_lo'])}, {nb(pr['nb_hi'])}]"
-        surv = "—" if o["survives"] is None else ("yes" if o["survives"] else "no")
+        surv = MISSING if o["survives"] is None else ("yes" if o["survives"] else "no")
         lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  {pair('judge'):>16}{pair('ppi'):>16}{d:>26}  {surv}")
     lines.append(f"Targeted ≥ global on PPI++ faithfulness: {s['judges']}/{s['judges_defined']} judges, "
                  f"{s['units']}/{s['units_defined']} units (where defined); the judge's ordering survives the "
@@ -286,14 +285,12 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
     candidates, labels, coverage: DataFrames or paths (labels/coverage may be lists of paths).
     `strict_binary`: a verdict other than supported/unsupported is no valid verdict.
     `gold`: hand labels (path or frame); adds PPI++ faithfulness per unit."""
-    cand = _load_candidates(candidates)
-    lab = _load_labels(labels)
+    cand = load_candidates(candidates)
+    lab = load_labels(labels)
     lab = only_rubric(lab, "support")
     cov = _load_cov_all(coverage)
     gold_df = gold_path = None
     if gold is not None:
-        from memjudge.comparison.gold import load_gold
-
         gold_path = str(Path(gold).resolve()) if isinstance(gold, (str, os.PathLike)) else None
         gold_df = load_gold(gold)
     judges = judges_in(lab)
@@ -305,7 +302,7 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
         for r in (reps if replicates else reps[:1]):
             units_spec.append((j, r))
     categories = np.unique(cand["category"].astype(str).to_numpy())
-    g = _resolve_gate(gate, categories)
+    g = resolve_gate(gate, categories)
     if B < 1:
         raise UsageError(f"B (bootstrap resamples) must be at least 1, got {B}")
     n_personas = cand["persona_id"].astype(str).nunique()
@@ -329,8 +326,6 @@ def robustness(candidates, labels, coverage=None, *, gate="values", floor: float
         res = compare_prepared(prep, gate=g, floor=floor, repeats=repeats, folds=folds, seed=seed,
                                per_category=per_category, B=B, weights=W)
         if gold_df is not None:
-            from memjudge.comparison.gold import compare_with_gold
-
             res.gold = compare_with_gold(res, gold_df, gold_path, select_verdicts(lab, j, r)[0])
         units.append(Unit(j, r, prep, table, overall, lowest, gated, p, res))
     ktab = kendall_table(first_per_judge(units))

@@ -258,7 +258,7 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
     them). ``half_width``: also plan how many gold items reach that PPI++ half-width.
     """
     from memjudge.stats.bootstrap import cluster_weights
-    from memjudge.comparison import select_verdicts
+    from memjudge.stats.verdicts import select_verdicts
     from memjudge.stats.ppi import planned_gold_n, three_estimates
 
     if interval not in ("bootstrap", "clt"):

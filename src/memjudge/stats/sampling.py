@@ -154,7 +154,7 @@ def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=Non
     verdict = pd.Series([None] * len(cand), dtype=object)
     judge_name = None
     if labels is not None:
-        from memjudge.comparison import select_verdicts
+        from memjudge.stats.verdicts import select_verdicts
 
         lab = read_labels(labels) if isinstance(labels, (str, os.PathLike, list, tuple)) else labels
         v, judge_name = select_verdicts(lab, judge, replicate)
