@@ -210,12 +210,12 @@ def main():
     exact_t = time.perf_counter() - t
     pe = ex.to_json()["policies"]["per_category"]
     print(f"  protocol with per_category='exact' (Dinkelbach + knapsack DP per fold): {exact_t:.3f} s; "
-          f"held-out faithfulness {100 * pe['faithfulness']['mean']:.2f}, retention {100 * pe['retention']['mean']:.2f}")
+          f"held-out faithfulness {100 * pe['faithfulness']['value']:.2f}, retention {100 * pe['retention']['value']:.2f}")
     j = res.to_json()
     for name in ("global", "targeted", "per_category"):
         p = j["policies"][name]
-        print(f"  {name:<13} faithfulness {100 * p['faithfulness']['mean']:.2f}  retention "
-              f"{100 * p['retention']['mean']:.2f}  coverage {100 * p['coverage']['mean']:.2f}")
+        print(f"  {name:<13} faithfulness {100 * p['faithfulness']['value']:.2f}  retention "
+              f"{100 * p['retention']['value']:.2f}  coverage {100 * p['coverage']['value']:.2f}")
 
     big = synthetic(10_000, 470_000, seed=1)
     print(f"large: {len(big[0])} candidates, 10000 personas, {len(big[2])} facts; R={R} K=5")

@@ -117,12 +117,12 @@ def test_each_fold_equals_ppi_py_on_the_rebuilt_retained_set(corpus, weighted):
     d = pd.DataFrame(got["folds_detail"])
     for name, s in got["policies"].items():
         v = d.loc[d["policy"] == name, "ppi"].astype(float)
-        assert s["ppi"]["mean"] == pytest.approx(v.mean(), abs=1e-12)
+        assert s["ppi"]["value"] == pytest.approx(v.mean(), abs=1e-12)
         assert s["ppi"]["sd"] == pytest.approx(v.std(ddof=1), abs=1e-12)
         assert s["judge"] == res.to_json()["policies"][name]["faithfulness"]
     diff = (d[d["policy"] == "targeted"]["ppi"].to_numpy(float) - d[d["policy"] == "global"]["ppi"].to_numpy(float))
     p = got["paired"]["ppi"]
-    assert p["mean"] == pytest.approx(diff.mean(), abs=1e-12)
+    assert p["value"] == pytest.approx(diff.mean(), abs=1e-12)
     assert [p["lo"], p["hi"]] == pytest.approx(np.percentile(diff, [2.5, 97.5]).tolist(), abs=1e-12)
     assert p["same_sign"] == int((np.sign(diff) == np.sign(diff.mean())).sum())
     assert got["paired"]["judge"] == res.to_json()["paired"]["faithfulness"]
@@ -179,10 +179,10 @@ def test_a_strict_judge_misorders_the_policies_and_ppi_recovers_the_truth(corpus
         g = res.to_json()["gold"]
         if truth is None:
             truth = _truth_faithfulness(corpus, res)
-            judge = {n: g["policies"][n]["judge"]["mean"] for n in ("global", "targeted")}
+            judge = {n: g["policies"][n]["judge"]["value"] for n in ("global", "targeted")}
             first = g
-        ests.append({**{n: g["policies"][n]["ppi"]["mean"] for n in ("global", "targeted")},
-                     "diff": g["paired"]["ppi"]["mean"]})
+        ests.append({**{n: g["policies"][n]["ppi"]["value"] for n in ("global", "targeted")},
+                     "diff": g["paired"]["ppi"]["value"]})
     ests = pd.DataFrame(ests)
     truth["diff"] = truth["targeted"] - truth["global"]
     judge["diff"] = judge["targeted"] - judge["global"]
@@ -231,7 +231,7 @@ def test_without_gold_nothing_changes(corpus):
     assert {k: v for k, v in jb.items() if k != "gold"} == ja
     assert list(a.table().columns) == [c for c in b.table().columns if "ppi" not in c]
     assert "faithfulness_ppi" in b.table().columns
-    assert b.table().loc["targeted", "faithfulness_ppi"] == pytest.approx(jb["gold"]["policies"]["targeted"]["ppi"]["mean"])
+    assert b.table().loc["targeted", "faithfulness_ppi"] == pytest.approx(jb["gold"]["policies"]["targeted"]["ppi"]["value"])
     assert "Judge-corrected" not in a.render() and "Judge-corrected" in b.render()
 
 
@@ -252,7 +252,7 @@ def test_cli_compare_and_robustness_with_gold(corpus, cli, tmp_path):
     assert {"path", "n_gold", "n_matched", "n_unmatched", "n_null_judge", "weighted", "judge_accuracy_on_gold",
             "write_all", "policies", "paired", "ordering", "folds_detail"} <= set(g)
     assert g["n_gold"] == g["n_matched"] == len(gold_sample(corpus)) and g["path"] == str(gold.resolve())
-    assert set(g["paired"]["ppi"]) >= {"mean", "lo", "hi", "same_sign", "nb_lo", "nb_hi", "n_folds"}
+    assert set(g["paired"]["ppi"]) >= {"value", "lo", "hi", "same_sign", "nb_lo", "nb_hi", "n_folds"}
     r = cli("compare", paths["candidates"], "--labels", labels, "--judge", "sim:strict", "--gold", gold,
             "--repeats", "3", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["gold"] == g

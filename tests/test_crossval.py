@@ -4,6 +4,7 @@ recipe, a hand-computed Nadeau–Bengio interval, real SynthPAI data, and the CL
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -140,7 +141,7 @@ def test_nadeau_bengio_interval_by_hand():
     naive = stats.t.ppf(0.975, J - 1) * np.sqrt(var / J)
     assert hi - lo > 2 * naive
     s = paired_summary(d, ratio)
-    assert s["mean"] == pytest.approx(mean)
+    assert s["value"] == pytest.approx(mean)
     assert (s["lo"], s["hi"]) == pytest.approx(tuple(np.percentile(d, [2.5, 97.5])))
     assert s["same_sign"] == 8  # 0.00 and -0.02 differ in sign from the positive mean
 
@@ -158,18 +159,18 @@ def test_table1_numbers_follow_from_folds_detail():
     for name in ("global", "targeted", "per_category"):
         f = d.loc[d.policy == name, "faithfulness"].to_numpy(float)
         p = j["policies"][name]
-        assert p["faithfulness"]["mean"] == pytest.approx(f.mean())
+        assert p["faithfulness"]["value"] == pytest.approx(f.mean())
         assert p["faithfulness"]["sd"] == pytest.approx(f.std(ddof=1))
         assert p["delta_faithfulness"] == pytest.approx(f.mean() - wa["faithfulness"])
         c = d.loc[d.policy == name, "coverage"].to_numpy(float)
         assert p["delta_coverage"] == pytest.approx(c.mean() - wa["coverage"])
     diff = (d.loc[d.policy == "targeted", "coverage"].to_numpy(float)
             - d.loc[d.policy == "global", "coverage"].to_numpy(float))
-    assert j["paired"]["coverage"]["mean"] == pytest.approx(diff.mean())
+    assert j["paired"]["coverage"]["value"] == pytest.approx(diff.mean())
     nb = nadeau_bengio(diff, np.mean([6 / 24] * 20))
     assert (j["paired"]["coverage"]["nb_lo"], j["paired"]["coverage"]["nb_hi"]) == pytest.approx(nb)
     t = res.table()
-    assert t.loc["targeted", "faithfulness"] == pytest.approx(j["policies"]["targeted"]["faithfulness"]["mean"])
+    assert t.loc["targeted", "faithfulness"] == pytest.approx(j["policies"]["targeted"]["faithfulness"]["value"])
     assert "targeted - global" in t.index
 
 
@@ -180,15 +181,15 @@ def test_json_has_exactly_the_issue_keys_and_no_nan():
     assert set(j["write_all"]) == {"faithfulness", "retention", "coverage"} and j["write_all"]["coverage"] is None
     for p in j["policies"].values():
         assert list(p) == ["faithfulness", "retention", "coverage", "delta_faithfulness", "delta_coverage"]
-        assert set(p["faithfulness"]) == {"mean", "sd"} and p["coverage"] is None and p["delta_coverage"] is None
+        assert set(p["faithfulness"]) == {"value", "lo", "hi", "sd"} and p["coverage"] is None and p["delta_coverage"] is None
     assert list(j["paired"]) == ["faithfulness", "retention", "coverage"] and j["paired"]["coverage"] is None
-    assert list(j["paired"]["faithfulness"]) == ["mean", "lo", "hi", "same_sign", "nb_lo", "nb_hi"]
+    assert list(j["paired"]["faithfulness"]) == ["value", "lo", "hi", "same_sign", "nb_lo", "nb_hi"]
     assert list(j["folds_detail"][0]) == ["repeat", "fold", "policy", "threshold", "faithfulness", "retention", "coverage"]
     assert list(j["write_all_ci"]) == ["faithfulness", "coverage"] and j["write_all_ci"]["coverage"] is None
     assert list(j["write_all_ci"]["faithfulness"]) == ["value", "lo", "hi", "n"]
     for p in j["paired_vs_write_all"].values():
         assert list(p) == ["faithfulness", "retention", "coverage"] and p["coverage"] is None
-        assert list(p["faithfulness"]) == ["mean", "lo", "hi", "same_sign"]
+        assert list(p["faithfulness"]) == ["value", "lo", "hi", "same_sign"]
     assert j["notes"][-1] == "no coverage file: estimated coverage not computed" and j["B"] == 2000
     pc = [r for r in j["folds_detail"] if r["policy"] == "per_category"][0]
     assert set(pc["threshold"]) == set(cand["category"])
@@ -584,16 +585,16 @@ def test_paired_change_against_write_all_matches_folds_detail():
     for name, metrics in j["paired_vs_write_all"].items():
         for m, got in metrics.items():
             d = (wide[m][name] - wide[m]["write_all"]).dropna().to_numpy()
-            assert list(got) == ["mean", "lo", "hi", "same_sign"]
-            assert got["mean"] == pytest.approx(d.mean())
+            assert list(got) == ["value", "lo", "hi", "same_sign"]
+            assert got["value"] == pytest.approx(d.mean())
             assert [got["lo"], got["hi"]] == pytest.approx(list(np.percentile(d, [2.5, 97.5])))
             assert got["same_sign"] == int((np.sign(d) == np.sign(d.mean())).sum())
     # The full-sample Δ is unchanged beside it; the paired mean differs only by the fold means of write-all.
     wa_fold_mean = wide["faithfulness"]["write_all"].mean()
     t = j["policies"]["targeted"]
-    assert t["delta_faithfulness"] == pytest.approx(t["faithfulness"]["mean"] - j["write_all"]["faithfulness"])
-    assert j["paired_vs_write_all"]["targeted"]["faithfulness"]["mean"] == pytest.approx(
-        t["faithfulness"]["mean"] - wa_fold_mean)
+    assert t["delta_faithfulness"] == pytest.approx(t["faithfulness"]["value"] - j["write_all"]["faithfulness"])
+    assert j["paired_vs_write_all"]["targeted"]["faithfulness"]["value"] == pytest.approx(
+        t["faithfulness"]["value"] - wa_fold_mean)
 
 
 def test_paired_change_against_write_all_by_hand():
@@ -605,9 +606,64 @@ def test_paired_change_against_write_all_by_hand():
     lab = pd.DataFrame({"assertion_id": list("abcde"), "judge": "j", "replicate": 0, "verdict": [U, S, U, S, S]})
     res = compare(cand, lab, gate="v", floor=0.5, repeats=1, folds=2)
     got = res.paired_vs_write_all()["targeted"]
-    assert got["faithfulness"]["mean"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+    assert got["faithfulness"]["value"] == pytest.approx((1 / 2 + 1 / 3) / 2)
     assert [got["faithfulness"]["lo"], got["faithfulness"]["hi"]] == pytest.approx(
         [1 / 3 + 0.025 * (1 / 2 - 1 / 3), 1 / 3 + 0.975 * (1 / 2 - 1 / 3)])  # linear percentiles of two values
     assert got["faithfulness"]["same_sign"] == 2
-    assert got["retention"]["mean"] == pytest.approx((-1 / 2 - 2 / 3) / 2) and got["retention"]["same_sign"] == 2
+    assert got["retention"]["value"] == pytest.approx((-1 / 2 - 2 / 3) / 2) and got["retention"]["same_sign"] == 2
     assert got["coverage"] is None
+
+
+def table_rows(text: str, header_start: str) -> tuple[list[str], list[str]]:
+    """The header and the rows of the plain-text table whose header line starts with
+    `header_start` (rows run from under the rule to the first blank or indented line)."""
+    lines = text.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(header_start))
+    assert set(lines[i + 1]) == {"-"}
+    rows = []
+    for line in lines[i + 2:]:
+        if not line.strip() or line.startswith(" "):
+            break
+        rows.append(line)
+    return lines[i], rows
+
+
+def test_cli_compare_text_columns_are_always_separated(cli, tmp_path):
+    """#19 item 4: every row of `memjudge compare`'s text tables has its columns separated by at
+    least two spaces (figures and intervals never run together), also with a long gate label and
+    the gold table."""
+    from memjudge.simulation import simulate
+
+    c = simulate(preset="paper", seed=2, personas=30)
+    paths = c.write(tmp_path / "corpus")
+    gold = tmp_path / "gold.jsonl"
+    c.labels[["assertion_id", "verdict"]].sample(frac=0.3, random_state=0).to_json(gold, orient="records", lines=True)
+    r = cli("compare", paths["candidates"], "--labels", paths["labels"], "--coverage", paths["coverage"],
+            "--gate", "values,preferences,health", "--repeats", "2", "--gold", gold)
+    assert r.returncode == 0, r.stderr
+    figure = r"(—|[+-]?\d+\.\d\d( ± \d+\.\d\d| \[[+-]?\d+\.\d\d, [+-]?\d+\.\d\d\])?)"
+    header, rows = table_rows(r.stdout, "Policy ")
+    assert re.split(r"\s{2,}", header) == ["Policy", "Faithfulness", "Retention", "Est. coverage", "Δ faith (pts)",
+                                           "Δ cov (pts)"]
+    assert [row.split("  ")[0] for row in rows] == [
+        "Write-all (full sample)", "Global threshold", "Targeted (values, preferences, health)",
+        "Per-category (greedy)", "Global threshold − write-all", "Targeted − write-all", "Per-category − write-all",
+        "Targeted − global"]
+    for row in rows:
+        cells = re.split(r"\s{2,}", row.strip())
+        assert len(cells) in (4, 6), row        # rows without a Δ column end after the third metric
+        assert all(re.fullmatch(figure, cell) for cell in cells[1:]), row
+    # the same holds for the judge-corrected (PPI++) table beside it
+    header, rows = table_rows(r.stdout.split("Judge-corrected faithfulness")[1], "Policy ")
+    assert re.split(r"\s{2,}", header) == ["Policy", "Judge only", "PPI++", "folds with PPI", "gold/fold"]
+    for row in rows:
+        cells = re.split(r"\s{2,}", row.strip())
+        assert len(cells) in (4, 5) and re.fullmatch(figure, cells[1]), row
+
+
+def test_format_columns_separates_cells_wider_than_their_header():
+    from memjudge.comparison.result import format_columns
+
+    lines = format_columns(["Policy", "A"], [["x", "-1.52 [-5.86, +3.40]"], ["a much longer label", "+13.16"]])
+    assert lines == [f"{'Policy':<19}  {'A':>20}", "-" * 41, f"{'x':<19}  -1.52 [-5.86, +3.40]",
+                     f"a much longer label  {'+13.16':>20}"]

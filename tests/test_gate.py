@@ -134,3 +134,26 @@ def test_write_all_policy_also_validates():
     assert g.admit("anything", np.float32(0.01))
     with pytest.raises(TypeError):
         g.admit("anything", None)
+
+
+@pytest.mark.parametrize("gate", ["values", "auto"])
+def test_export_is_the_policy_estimators_fit_to_dict(tmp_path, gate):
+    """One fitting path: `compare --export-policy` writes exactly the policy estimator's
+    ``fit(...).to_dict(...)`` on the comparison's sample, with the thresholds the comparison
+    fitted on all personas (`fit_full`, shared with the sweep)."""
+    from memjudge.policies import make_policy
+
+    cand, lab, cov = synthetic(n_personas=30, seed=12, conf_levels=[0.2, 0.4, 0.6, 0.8])
+    res = compare(cand, lab, cov, gate=gate, floor=0.7, repeats=1, folds=2)
+    frame = cand.merge(lab[["assertion_id", "verdict"]], on="assertion_id", how="left")
+    for kind in ("global", "targeted", "per_category"):
+        written = res.export_policy(tmp_path / f"{kind}.json", kind)
+        fitted = make_policy(kind, gate=gate if gate == "auto" else [gate], floor=0.7).fit(frame).to_dict()
+        for d in (written, fitted):
+            d["fitted_on"] = {k: v for k, v in d["fitted_on"].items() if k in ("n", "faithfulness", "retention")}
+        assert written == fitted
+        thr = res.fit_full()[kind]
+        cats = res.prepared.categories.tolist()
+        got = {c: (-np.inf if t is None else t) for c, t in written["thresholds"].items()}
+        default = -np.inf if written["default_threshold"] is None else written["default_threshold"]
+        assert [got.get(c, default) for c in cats] == [float(t) for t in thr]

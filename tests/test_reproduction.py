@@ -30,12 +30,12 @@ def test_table1_within_tolerance(seed, tmp_path):
     assert abs(res["write_all"]["faithfulness"] - PAPER["write_all"]["faithfulness"]) <= TOL["faithfulness"]
     for policy in ("targeted", "global"):
         got, want = res["policies"][policy], PAPER[policy]
-        assert abs(got["faithfulness"]["mean"] - want["faithfulness"]) <= TOL["faithfulness"], (policy, got)
-        assert abs(got["retention"]["mean"] - want["retention"]) <= TOL["retention"], (policy, got)
+        assert abs(got["faithfulness"]["value"] - want["faithfulness"]) <= TOL["faithfulness"], (policy, got)
+        assert abs(got["retention"]["value"] - want["retention"]) <= TOL["retention"], (policy, got)
         assert abs(got["delta_coverage"] - want["delta_coverage"]) <= TOL["delta_coverage"][policy], (policy, got)
     # Targeted beats global on coverage in every one of the 100 folds, and on faithfulness on average.
-    assert res["paired"]["coverage"]["same_sign"] == 100 and res["paired"]["coverage"]["mean"] > 0
-    assert res["paired"]["faithfulness"]["mean"] > 0
+    assert res["paired"]["coverage"]["same_sign"] == 100 and res["paired"]["coverage"]["value"] > 0
+    assert res["paired"]["faithfulness"]["value"] > 0
     detail = pd.DataFrame(res["folds_detail"])
     assert len(detail[detail["policy"] == "targeted"]) == 100
 
@@ -84,7 +84,7 @@ def test_cli_simulate_then_compare(cli, tmp_path):
     res = json.loads(r.stdout)
     for policy in ("targeted", "global"):
         got, want = res["policies"][policy], PAPER[policy]
-        assert abs(got["faithfulness"]["mean"] - want["faithfulness"]) <= TOL["faithfulness"]
-        assert abs(got["retention"]["mean"] - want["retention"]) <= TOL["retention"]
+        assert abs(got["faithfulness"]["value"] - want["faithfulness"]) <= TOL["faithfulness"]
+        assert abs(got["retention"]["value"] - want["retention"]) <= TOL["retention"]
         assert abs(got["delta_coverage"] - want["delta_coverage"]) <= TOL["delta_coverage"][policy]
     assert res["paired"]["coverage"]["same_sign"] == 100

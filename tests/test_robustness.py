@@ -4,6 +4,7 @@ lowest), Table 1 per judge and replicate, the summary, and the CLI."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -65,8 +66,8 @@ def test_kendall_tau_b_matches_scipy_and_summary_counts(corpus):
     ref = kendalltau([a[c] for c in cats], [b[c] for c in cats], variant="b")
     assert res.kendall.loc[0, "tau"] == pytest.approx(ref.statistic)
     s = res.summary()
-    expect_f = sum(u.result.policies()["targeted"]["faithfulness"]["mean"]
-                   >= u.result.policies()["global"]["faithfulness"]["mean"] for u in res.units)
+    expect_f = sum(u.result.policies()["targeted"]["faithfulness"]["value"]
+                   >= u.result.policies()["global"]["faithfulness"]["value"] for u in res.units)
     assert s["judges"] == 2 and s["faithfulness"]["judges"] == expect_f
     assert s["coverage"]["judges_with_coverage"] == 2
 
@@ -211,3 +212,46 @@ def test_strict_binary_in_robustness(cli, tmp_path):
     assert j["strict_binary"] is True and (values["valid"], values["supported"]) == (1, 1)
     assert j["units"][0]["overall"]["value"] == pytest.approx(2 / 3)
     assert "excluded from faithfulness" in r.stderr
+
+
+def test_cli_robustness_text_uses_the_reports_interval_convention(cli, corpus, tmp_path):
+    """#19 item 3: the text shows the percentile intervals (labelled), never Nadeau–Bengio;
+    P(gated lowest) as a fraction with three decimals; the judge counts say they take each
+    judge's first replicate, and each unit's own yes/no is in the table."""
+    cand, lab, cov = corpus
+    cp, lp, cvp = tmp_path / "c.jsonl", tmp_path / "l.jsonl", tmp_path / "cov.jsonl"
+    cand.to_json(cp, orient="records", lines=True)
+    lab.to_json(lp, orient="records", lines=True)
+    cov.to_json(cvp, orient="records", lines=True)
+    h = cli("robustness", cp, "--labels", lp, "--coverage", cvp, "--repeats", "2", "--folds", "3")
+    assert h.returncode == 0, h.stderr
+    j = json.loads(cli("robustness", cp, "--labels", lp, "--coverage", cvp, "--repeats", "2", "--folds", "3",
+                       "--json").stdout)
+    text = h.stdout
+    assert "Nadeau" not in text.split("compare.json also holds")[0]
+    assert "95% percentile interval (persona bootstrap, B = 2000)" in text
+    assert "95% percentile interval (2.5–97.5% of the per-fold differences)" in text
+    lines = text.splitlines()
+    support = lines[lines.index("Support rate by category and overall (%)") + 1:]
+    held = lines[next(i for i, x in enumerate(lines) if x.startswith("Held-out Table 1 per unit")) + 1:]
+    for u, srow, hrow in zip(j["units"], support[2:5], held[2:5]):
+        cells = re.split(r"\s{2,}", srow)
+        assert cells[:2] == [u["judge"], str(u["replicate"])]
+        assert cells[-1] == f"{u['p_gated_lowest']:.3f}"          # a fraction, three decimals
+        o = u["overall"]
+        assert cells[-3] == f"{100 * o['value']:.1f} [{100 * o['lo']:.1f}, {100 * o['hi']:.1f}]"
+        hc = re.split(r"\s{2,}", hrow)
+        pf = u["table"]["paired"]["faithfulness"]
+        assert hc[4] == f"{100 * pf['value']:+.2f} [{100 * pf['lo']:+.2f}, {100 * pf['hi']:+.2f}]"
+        pol = u["table"]["policies"]
+        holds = pol["targeted"]["faithfulness"]["value"] >= pol["global"]["faithfulness"]["value"]
+        assert hc[-1] == ("yes" if holds else "no")
+    s = j["summary"]
+    assert (f"Targeted ≥ global on faithfulness: {s['faithfulness']['judges']}/{s['judges']} judges "
+            f"(each judge's first replicate), {s['faithfulness']['units']}/{s['units']} units.") in text
+    # the judge count is the first replicate's yes/no of each judge
+    first = {}
+    for u in j["units"]:
+        pol = u["table"]["policies"]
+        first.setdefault(u["judge"], pol["targeted"]["faithfulness"]["value"] >= pol["global"]["faithfulness"]["value"])
+    assert s["faithfulness"]["judges"] == sum(first.values())

@@ -34,10 +34,10 @@ each rebuilt set equals the stored one (tested).
      "notes": [str, ...],
      "weighted": bool, "judge_accuracy_on_gold": fraction|null,
      "write_all": {"judge", "ppi", "lambda", "n_gold"},          # full sample
-     "policies": {POLICY: {"judge": {"mean", "sd"}, "ppi": {"mean", "sd"},
+     "policies": {POLICY: {"judge": {"value", "lo", "hi", "sd"}, "ppi": {"value", "lo", "hi", "sd"},
                            "delta_faithfulness_ppi", "n_folds", "folds_without_gold",
                            "folds_undefined", "gold_per_fold": mean gold items in the retained set}},
-     "paired": {"judge": {"mean", "lo", "hi", "same_sign", "nb_lo", "nb_hi"},
+     "paired": {"judge": {"value", "lo", "hi", "same_sign", "nb_lo", "nb_hi"},
                 "ppi": {...same keys..., "n_folds"}},
      "ordering": {"judge": bool|null, "ppi": bool|null, "survives": bool|null},
      "folds_detail": [{"repeat", "fold", "policy", "n_gold", "n_unlabelled", "ppi", "lambda"}]}
@@ -56,8 +56,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memjudge._util.text import MISSING, pct, pts
+from memjudge._util.text import MISSING, coef, num, pct, pts
 from memjudge.comparison.protocol import NEG_INF, POLICY_LABELS, delta, mean_sd, paired_summary
+from memjudge.comparison.result import format_columns
 from memjudge.errors import UsageError
 from memjudge.formats import json_safe
 from memjudge.policies.splitter import fold_assignment
@@ -213,7 +214,7 @@ class GoldComparison:
     gold: GoldJoin
     folds_detail: pd.DataFrame      # repeat, fold, policy, n_gold, n_unlabelled, ppi, lambda
     write_all: dict                 # judge, ppi, lambda, n_gold
-    judge_policies: dict            # policy -> {"mean", "sd"} (the comparison's own judge-only figures)
+    judge_policies: dict            # policy -> {"value", "lo", "hi", "sd"} (the comparison's own judge-only figures)
     judge_paired: dict              # the comparison's paired faithfulness
     test_train_ratio: float
     judge_accuracy: float | None
@@ -230,7 +231,7 @@ class GoldComparison:
             ppi = mean_sd(sub["ppi"].to_numpy(dtype=float))
             out[name] = {
                 "judge": judge, "ppi": ppi,
-                "delta_faithfulness_ppi": delta(ppi["mean"], self.write_all["ppi"]),
+                "delta_faithfulness_ppi": delta(ppi["value"], self.write_all["ppi"]),
                 "n_folds": int(np.isfinite(sub["ppi"].to_numpy(dtype=float)).sum()),
                 "folds_without_gold": int((sub["n_gold"] == 0).sum()),
                 "folds_undefined": int(((sub["n_gold"] > 0) & sub["ppi"].isna()).sum()),
@@ -246,8 +247,8 @@ class GoldComparison:
 
     def ordering(self) -> dict:
         t, g = self.judge_policies["targeted"], self.judge_policies["global"]
-        judge = None if t["mean"] is None or g["mean"] is None else bool(t["mean"] >= g["mean"])
-        m = self.paired()["ppi"]["mean"]
+        judge = None if t["value"] is None or g["value"] is None else bool(t["value"] >= g["value"])
+        m = self.paired()["ppi"]["value"]
         ppi = None if m is None else bool(m >= 0)
         return {"judge": judge, "ppi": ppi, "survives": None if judge is None or ppi is None else judge == ppi}
 
@@ -268,9 +269,9 @@ class GoldComparison:
         """policy -> {faithfulness_ppi, faithfulness_ppi_sd} for `CompareResult.table()`."""
         out = {"write_all": {"faithfulness_ppi": self.write_all["ppi"], "faithfulness_ppi_sd": np.nan}}
         for name, s in self.policies().items():
-            out[name] = {"faithfulness_ppi": s["ppi"]["mean"], "faithfulness_ppi_sd": s["ppi"]["sd"]}
+            out[name] = {"faithfulness_ppi": s["ppi"]["value"], "faithfulness_ppi_sd": s["ppi"]["sd"]}
         pr = self.paired()["ppi"]
-        out["targeted - global"] = {"faithfulness_ppi": pr["mean"], "faithfulness_ppi_lo": pr["lo"],
+        out["targeted - global"] = {"faithfulness_ppi": pr["value"], "faithfulness_ppi_lo": pr["lo"],
                                     "faithfulness_ppi_hi": pr["hi"]}
         return out
 
@@ -279,29 +280,27 @@ class GoldComparison:
         pols, pr, order = self.policies(), self.paired(), self.ordering()
         lines = ["", f"Judge-corrected faithfulness (PPI++ with {g.n_matched} gold labels"
                  + (", weighted by 1/inclusion_prob" if g.weighted else "") + "; thresholds fitted on the judge's "
-                 "labels as above). Entries: fold mean ± SD, percent.",
-                 f"{'Policy':<26}{'Judge only':>18}{'PPI++':>18}{'folds with PPI':>17}{'gold/fold':>11}"]
+                 "labels as above). Entries: fold mean ± SD, percent."]
         wa = self.write_all
-        lam = f" (λ {wa['lambda']:.2f})" if wa["lambda"] is not None and np.isfinite(wa["lambda"]) else ""
-        lines.append(f"{POLICY_LABELS['write_all']:<26}{pct(wa['judge']):>18}{(pct(wa['ppi']) + lam):>18}"
-                     f"{'':>17}{wa['n_gold']:>11}")
+        lam = f" (λ {coef(wa['lambda'], 2)})" if num(wa["lambda"]) is not None else ""
+        rows = [[POLICY_LABELS["write_all"], pct(wa["judge"]), pct(wa["ppi"]) + lam, "", str(wa["n_gold"])]]
 
         def ms(s):
-            return MISSING if s["mean"] is None else f"{pct(s['mean'])} ± {pct(s['sd'])}"
+            return MISSING if s["value"] is None else f"{pct(s['value'])} ± {pct(s['sd'])}"
 
         for name, s in pols.items():
-            with_gold = f"{s['n_folds']}/{folds_total}"
-            lines.append(f"{POLICY_LABELS[name]:<26}{ms(s['judge']):>18}{ms(s['ppi']):>18}"
-                         f"{with_gold:>17}{s['gold_per_fold']:>11.1f}")
+            per_fold = MISSING if s["gold_per_fold"] is None else f"{s['gold_per_fold']:.1f}"
+            rows.append([POLICY_LABELS[name], ms(s["judge"]), ms(s["ppi"]), f"{s['n_folds']}/{folds_total}", per_fold])
+        lines += format_columns(["Policy", "Judge only", "PPI++", "folds with PPI", "gold/fold"], rows)
         for key, label in (("judge", "judge only"), ("ppi", "PPI++")):
             s = pr[key]
-            if not s or s["mean"] is None:
+            if not s or s["value"] is None:
                 lines.append(f"  targeted − global, {label}: not defined")
                 continue
             n = s.get("n_folds", folds_total)
-            lines.append(f"  targeted − global, {label}: mean {pts(s['mean'])} pts; 2.5–97.5% of folds "
-                         f"[{pts(s['lo'])}, {pts(s['hi'])}]; Nadeau–Bengio 95% [{pts(s['nb_lo'] if s['nb_lo'] is not None else np.nan)}, "
-                         f"{pts(s['nb_hi'] if s['nb_hi'] is not None else np.nan)}]; same sign in {s['same_sign']}/{n} folds")
+            lines.append(f"  targeted − global, {label}: mean {pts(s['value'])} pts; 2.5–97.5% of folds "
+                         f"[{pts(s['lo'])}, {pts(s['hi'])}]; Nadeau–Bengio 95% [{pts(s['nb_lo'])}, "
+                         f"{pts(s['nb_hi'])}]; same sign in {s['same_sign']}/{n} folds")
         lines.append("  " + ordering_sentence(order, pr["ppi"]))
         missing = {n: s["folds_without_gold"] for n, s in pols.items() if s["folds_without_gold"]}
         if missing:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import UsageError
+from memjudge.formats.estimate import Estimate
 from memjudge.policies.kernel import NEG_INF, SortedSample
 from memjudge.policies.splitter import RepeatedGroupKFold, fold_assignment
 from memjudge.comparison.prepare import Prepared
@@ -88,21 +89,23 @@ def nadeau_bengio(diff, test_train_ratio: float, level: float = 0.95):
 
 
 def change_summary(diff) -> dict:
-    """Per-fold differences (undefined folds left out): mean, 2.5/97.5 percentiles and the
-    number of folds whose difference has the sign of the mean."""
+    """Per-fold differences (undefined folds left out): the mean with the 2.5/97.5 percentiles
+    as an `Estimate`, and the number of folds whose difference has the sign of the mean:
+    {"value", "lo", "hi", "same_sign"}."""
     d = np.asarray(diff, dtype=float)
     d = d[np.isfinite(d)]
     if len(d) == 0:
-        return {"mean": None, "lo": None, "hi": None, "same_sign": 0}
+        return {**Estimate(None).to_dict(), "same_sign": 0}
     mean = float(d.mean())
     lo, hi = np.percentile(d, [2.5, 97.5])
-    return {"mean": mean, "lo": float(lo), "hi": float(hi), "same_sign": int((np.sign(d) == np.sign(mean)).sum())}
+    return {**Estimate(mean, float(lo), float(hi)).to_dict(), "same_sign": int((np.sign(d) == np.sign(mean)).sum())}
 
 
 def paired_summary(diff, test_train_ratio: float) -> dict:
-    """`change_summary` plus the Nadeau–Bengio interval (nb_lo, nb_hi)."""
+    """`change_summary` plus the Nadeau–Bengio interval beside it:
+    {"value", "lo", "hi", "same_sign", "nb_lo", "nb_hi"}."""
     out = change_summary(diff)
-    if out["mean"] is None:
+    if out["value"] is None:
         return {**out, "nb_lo": None, "nb_hi": None}
     nb_lo, nb_hi = nadeau_bengio(diff, test_train_ratio)
     return {**out, "nb_lo": nb_lo, "nb_hi": nb_hi}
@@ -115,7 +118,7 @@ def rate_interval(numer: np.ndarray, den: np.ndarray, weights: np.ndarray) -> di
 
     n = float(np.sum(den))
     lo, hi = ratio_interval(np.asarray(numer, float), np.asarray(den, float), weights)
-    return {"value": num(np.sum(numer) / n) if n else None, "lo": num(lo), "hi": num(hi), "n": int(round(n))}
+    return {**Estimate(num(np.sum(numer) / n) if n else None, num(lo), num(hi)).to_dict(), "n": int(round(n))}
 
 
 def overall_support(prep: Prepared, weights: np.ndarray) -> dict:
@@ -141,11 +144,13 @@ def write_all_intervals(prep: Prepared, weights: np.ndarray) -> dict:
 
 
 def mean_sd(x: np.ndarray) -> dict:
+    """Fold mean as an `Estimate` without an interval (lo, hi null) and the SD (ddof = 1) beside
+    it: {"value", "lo", "hi", "sd"}; null when no fold is defined."""
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     if not len(x):
-        return {"mean": None, "sd": None}
-    return {"mean": float(x.mean()), "sd": float(x.std(ddof=1)) if len(x) > 1 else None}
+        return {**Estimate(None).to_dict(), "sd": None}
+    return {**Estimate(float(x.mean())).to_dict(), "sd": float(x.std(ddof=1)) if len(x) > 1 else None}
 
 
 def sorted_sample(prep: Prepared) -> SortedSample:

@@ -9,7 +9,20 @@ policy's paired per-fold change against write-all; the paired targeted − globa
 
 Files written by ``memjudge compare --out RUN_DIR`` (all fractions, null never NaN):
 
-``compare.json`` — exactly `CompareResult.to_json()` (keys in the issue / README).
+``compare.json`` — exactly `CompareResult.to_json()` (keys in the issue / README). Every
+figure with its interval has the one shape of `memjudge.formats.estimate.Estimate`,
+``{"value", "lo", "hi"}`` (null where not computable), with any other keys beside it::
+
+    {"judge", "floor", "gate", "repeats", "folds", "seed", "B", "strict_binary",
+     "write_all": {"faithfulness", "retention", "coverage"},        # full sample
+     "write_all_ci": {METRIC: {"value", "lo", "hi", "n"} | null},   # persona-cluster bootstrap 95%
+     "policies": {POLICY: {METRIC: {"value", "lo": null, "hi": null, "sd"} | null,  # fold mean, SD
+                           "delta_faithfulness", "delta_coverage"}},
+     "paired": {METRIC: {"value", "lo", "hi", "same_sign", "nb_lo", "nb_hi"} | null},
+                # targeted − global: mean [2.5%, 97.5%] of per-fold differences; Nadeau–Bengio 95%
+     "paired_vs_write_all": {POLICY: {METRIC: {"value", "lo", "hi", "same_sign"} | null}},
+     "folds_detail": [{"repeat", "fold", "policy", "threshold", METRIC...}],
+     "gold": {...} (only with --gold; `memjudge.comparison.gold`), "notes": [str, ...]}
 
 ``compare_inputs.json`` — ``{"candidates": PATH, "labels": [PATH, ...], "coverage": PATH|null,
 "judge": SPEC, "replicate": 0|"majority", "per_category_method": "greedy"|"exact"}``.
@@ -28,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memjudge._util.text import MISSING, pct, pts
+from memjudge._util.text import MISSING, pct, pts, with_interval
 from memjudge.comparison.prepare import Prepared, prepared_notes
 from memjudge.comparison.protocol import (
     METRICS, NEG_INF, POLICY_LABELS, POLICY_NAMES, change_summary, delta, fit_policies, full_sample, mean_sd,
@@ -79,8 +92,8 @@ class CompareResult:
             c = mean_sd(self._metric(name, "coverage")) if has_cov else None
             out[name] = {
                 "faithfulness": f, "retention": r, "coverage": c,
-                "delta_faithfulness": delta(f["mean"], self.write_all["faithfulness"]),
-                "delta_coverage": delta(c["mean"], self.write_all["coverage"]) if c else None,
+                "delta_faithfulness": delta(f["value"], self.write_all["faithfulness"]),
+                "delta_coverage": delta(c["value"], self.write_all["coverage"]) if c else None,
             }
         return out
 
@@ -145,7 +158,7 @@ class CompareResult:
     def table(self) -> pd.DataFrame:
         """Table 1 as a DataFrame (fractions): one row per policy (write-all with its bootstrap
         interval), the paired targeted − global row, and each policy's paired change against
-        write-all ("<policy> - write_all": mean, lo, hi, same_sign)."""
+        write-all ("<policy> - write_all": mean, lo, hi, same_sign) — in columns named by metric."""
         rows = []
         wa = self.write_all
         ci = self.write_all_ci()
@@ -157,14 +170,14 @@ class CompareResult:
         for name, s in self.policies().items():
             row = {"policy": name}
             for m in METRICS:
-                ms = s[m] or {"mean": None, "sd": None}
-                row[m] = nan_if_none(ms["mean"])
+                ms = s[m] or {"value": None, "sd": None}
+                row[m] = nan_if_none(ms["value"])
                 row[f"{m}_sd"] = nan_if_none(ms["sd"])
-                row[f"delta_{m}"] = nan_if_none(delta(ms["mean"], wa[m]))
+                row[f"delta_{m}"] = nan_if_none(delta(ms["value"], wa[m]))
             rows.append(row)
         pr = {"policy": "targeted - global"}
         for m, s in self.paired().items():
-            pr[m] = nan_if_none(s["mean"]) if s else np.nan
+            pr[m] = nan_if_none(s["value"]) if s else np.nan
             pr[f"{m}_lo"] = nan_if_none(s["lo"]) if s else np.nan
             pr[f"{m}_hi"] = nan_if_none(s["hi"]) if s else np.nan
             pr[f"{m}_nb_lo"] = nan_if_none(s["nb_lo"]) if s else np.nan
@@ -177,7 +190,7 @@ class CompareResult:
         for name, changes in self.paired_vs_write_all().items():
             row = {"policy": f"{name} - write_all"}
             for m, s in changes.items():
-                for k, col in (("mean", m), ("lo", f"{m}_lo"), ("hi", f"{m}_hi"), ("same_sign", f"{m}_same_sign")):
+                for k, col in (("value", m), ("lo", f"{m}_lo"), ("hi", f"{m}_hi"), ("same_sign", f"{m}_same_sign")):
                     row[col] = nan_if_none(s[k]) if s else np.nan
             rows.append(row)
         return pd.DataFrame(rows).set_index("policy")
@@ -252,6 +265,20 @@ class CompareResult:
                              "supported": p.sup & p.valid})
 
 
+def format_columns(header: list[str], rows: list[list[str]], left: int = 1, gap: int = 2) -> list[str]:
+    """A plain-text table: each column as wide as its widest cell, the first `left` columns
+    left-aligned and the others right-aligned, columns always separated by `gap` spaces (so
+    two figures never run together); a rule under the header."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells):
+        return (" " * gap).join(c.ljust(w) if i < left else c.rjust(w)
+                                for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    head = line(header)
+    return [head, "-" * len(head), *(line(r) for r in rows)]
+
+
 def render_table(res: CompareResult) -> str:
     p = res.prepared
     gate = "auto (lowest-support category per fit fold)" if res.gate == "auto" else ", ".join(res.gate)
@@ -262,37 +289,34 @@ def render_table(res: CompareResult) -> str:
         f"{pct(res.floor)}%, gate: {gate}. Entries: fold mean ± SD, percent.",
         "",
     ]
-    head = f"{'Policy':<30}{'Faithfulness':>24}{'Retention':>24}{'Est. coverage':>24}{'Δ faith (pts)':>15}{'Δ cov (pts)':>13}"
-    lines += [head, "-" * len(head)]
+    header = ["Policy", "Faithfulness", "Retention", "Est. coverage", "Δ faith (pts)", "Δ cov (pts)"]
     wa, ci = res.write_all, res.write_all_ci()
 
     def with_ci(m):
-        c = ci.get(m)
-        return pct(wa[m]) + (f" [{pct(c['lo'])}, {pct(c['hi'])}]" if c and c["lo"] is not None else "")
+        c = ci.get(m) or {}
+        return with_interval(pct, wa[m], c.get("lo"), c.get("hi"))
 
-    lines.append(f"{POLICY_LABELS['write_all']:<30}{with_ci('faithfulness'):>24}{pct(wa['retention']):>24}"
-                 f"{with_ci('coverage'):>24}{'':>15}{'':>13}")
+    rows = [[POLICY_LABELS["write_all"], with_ci("faithfulness"), pct(wa["retention"]), with_ci("coverage"), "", ""]]
     for name, s in res.policies().items():
         cells = []
         for m in METRICS:
             ms = s[m]
-            if ms is None or ms["mean"] is None:
+            if ms is None or ms["value"] is None:
                 cells.append(MISSING)
             else:
-                cells.append(f"{pct(ms['mean'])} ± {pct(ms['sd'])}")
+                cells.append(f"{pct(ms['value'])} ± {pct(ms['sd'])}")
         label = POLICY_LABELS[name] + (f" ({', '.join(res.gate)})" if name == "targeted" and res.gate != "auto" else "")
         label += f" ({res.per_category_method})" if name == "per_category" else ""
-        lines.append(f"{label:<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}"
-                     f"{pts(nan_if_none(s['delta_faithfulness'])):>15}{pts(nan_if_none(s['delta_coverage'])):>13}")
+        rows.append([label, *cells, pts(s["delta_faithfulness"]), pts(s["delta_coverage"])])
+
     def change(s):
-        return MISSING if not s or s["mean"] is None else f"{pts(s['mean'])} [{pts(s['lo'])}, {pts(s['hi'])}]"
+        return MISSING if not s else with_interval(pts, s["value"], s["lo"], s["hi"])
 
     for name, changes in res.paired_vs_write_all().items():
-        cells = [change(changes[m]) for m in METRICS]
-        lines.append(f"{POLICY_LABELS[name] + ' − write-all':<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
+        rows.append([POLICY_LABELS[name] + " − write-all", *(change(changes[m]) for m in METRICS), "", ""])
     pr = res.paired()
-    cells = [change(pr[m]) for m in METRICS]
-    lines.append(f"{'Targeted − global':<30}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
+    rows.append(["Targeted − global", *(change(pr[m]) for m in METRICS), "", ""])
+    lines += format_columns(header, rows)
     lines.append("")
     J = res.repeats * res.folds
     lines.append(f"  write-all: full-sample values with 95% persona-cluster bootstrap intervals (B = {res.B}); "
@@ -300,9 +324,9 @@ def render_table(res: CompareResult) -> str:
                  "mean [2.5%, 97.5%] in points")
     for m in METRICS:
         s = pr[m]
-        if not s or s["mean"] is None:
+        if not s or s["value"] is None:
             continue
-        lines.append(f"  {m:<13} paired mean {pts(s['mean'])} pts; 2.5–97.5% of folds [{pts(s['lo'])}, "
+        lines.append(f"  {m:<13} paired mean {pts(s['value'])} pts; 2.5–97.5% of folds [{pts(s['lo'])}, "
                      f"{pts(s['hi'])}]; Nadeau–Bengio 95% [{pts(s['nb_lo'])}, {pts(s['nb_hi'])}]; "
                      f"same sign in {s['same_sign']}/{J} folds")
     if res.gate == "auto":
@@ -315,4 +339,4 @@ def render_table(res: CompareResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CompareResult", "render_table"]
+__all__ = ["CompareResult", "format_columns", "render_table"]

@@ -53,12 +53,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memjudge._util.text import MISSING, pct, pts
+from memjudge._util.text import MISSING, coef, pct, pts, with_interval
 from memjudge.comparison.gold import compare_with_gold, load_gold
 from memjudge.comparison.prepare import (
     Prepared, judges_in, load_candidates, load_labels, prepare, select_verdicts,
 )
 from memjudge.comparison.protocol import num, overall_support, resolve_gate
+from memjudge.comparison.result import format_columns
 from memjudge.comparison.run import compare_prepared
 from memjudge.errors import UsageError
 from memjudge.formats import json_safe, only_rubric
@@ -104,9 +105,9 @@ class Unit:
         """targeted ≥ global on the fold mean of `metric` (None when undefined)."""
         pol = self.result.policies()
         t, g = pol["targeted"][metric], pol["global"][metric]
-        if t is None or g is None or t["mean"] is None or g["mean"] is None:
+        if t is None or g is None or t["value"] is None or g["value"] is None:
             return None
-        return bool(t["mean"] >= g["mean"])
+        return bool(t["value"] >= g["value"])
 
     def ordering_ppi(self) -> dict | None:
         """compare.json's gold ``ordering`` for this unit (None without gold)."""
@@ -147,7 +148,7 @@ class RobustnessResult:
                                 "units": sum(u.lowest in u.gated for u in self.units)},
         }
         if any(u.ordering_ppi() is not None for u in self.units):
-            out["faithfulness_ppi"] = _ppi_counts(prim, self.units)
+            out["faithfulness_ppi"] = ppi_counts(prim, self.units)
         return out
 
     def to_json(self) -> dict:
@@ -175,54 +176,67 @@ class RobustnessResult:
         return [f"{u.judge}, replicate {u.replicate}: {n}" for u in self.units for n in u.result.notes()]
 
     def render(self) -> str:
+        """The text of `memjudge robustness`, in the report's convention: support rates and
+        figures in percent, P(gated lowest) a fraction (3 decimals), intervals labelled."""
+        first = "each judge's first replicate"
         lines = [f"Robustness across judges: {len(self._primary())} judges, {len(self.units)} judge×replicate "
                  f"units; gate {self.gate if self.gate == 'auto' else ', '.join(self.gate)}; floor "
                  f"{pct(self.floor)}%; {self.repeats} × {self.folds}-fold CV per unit; B = {self.B}.", ""]
         cats = sorted({c for u in self.units for c in u.categories["category"]})
-        head = (f"{'Judge':<34}{'rep':>4}  " + "".join(f"{c[:12]:>13}" for c in cats) + f"{'overall [95% CI]':>22}"
-                + f"{'lowest':>16}{'P(gated lowest)':>17}")
-        lines += ["Support rate by category and overall (%)", head, "-" * len(head)]
+        rows = []
         for u in self.units:
             rates = dict(zip(u.categories["category"], u.categories["support_rate"]))
             o = u.overall
-            ov = pct(o["value"], 1) + (f" [{pct(o['lo'], 1)}, {pct(o['hi'], 1)}]" if o["lo"] is not None else "")
-            lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  " + "".join(f"{pct(rates.get(c), 1):>13}" for c in cats)
-                         + f"{ov:>22}{str(u.lowest)[:15]:>16}{pct(u.p_gated_lowest, 1):>17}")
+            rows.append([u.judge, str(u.replicate), *(pct(rates.get(c), 1) for c in cats),
+                         with_interval(lambda v: pct(v, 1), o["value"], o["lo"], o["hi"]),
+                         str(u.lowest) if u.lowest is not None else MISSING, coef(u.p_gated_lowest)])
+        lines += ["Support rate by category and overall (%)"]
+        lines += format_columns(["Judge", "rep", *cats, "overall [95% CI]", "lowest", "P(gated lowest)"], rows)
+        lines += [f"  overall [95% CI]: 95% percentile interval (persona bootstrap, B = {self.B}). P(gated lowest): "
+                  "share of the persona-bootstrap resamples whose lowest-support category is gated (a fraction)."]
         if len(self.kendall):
-            lines += ["", "Kendall's τ-b between judges' category rates:"]
+            lines += ["", f"Kendall's τ-b between judges' category rates ({first}):"]
             for r in self.kendall.itertuples():
                 tau = MISSING if not np.isfinite(r.tau) else f"{r.tau:+.3f}"
                 lines.append(f"  {r.judge_a} vs {r.judge_b}: τ-b {tau} (p {r.p_value:.3g}, {r.n_categories} categories)")
-        lines += ["", "Held-out Table 1 per unit (fold means, %): faithfulness / retention / est. coverage",
-                  f"{'Judge':<34}{'rep':>4}  {'global':>24}{'targeted':>24}{'Δ faith (NB 95%)':>26}{'Δ cov':>9}"]
+        lines += ["", "Held-out Table 1 per unit (fold means, %): faithfulness / retention / est. coverage"]
+        rows = []
         for u in self.units:
             pol, pr = u.result.policies(), u.result.paired()
 
             def trio(p):
-                f = pol[p]["faithfulness"]["mean"]
-                r = pol[p]["retention"]["mean"]
-                c = pol[p]["coverage"]["mean"] if pol[p]["coverage"] else None
+                f = pol[p]["faithfulness"]["value"]
+                r = pol[p]["retention"]["value"]
+                c = pol[p]["coverage"]["value"] if pol[p]["coverage"] else None
                 return f"{pct(f)}/{pct(r)}/{pct(c)}"
 
-            pf = pr["faithfulness"]
-            d = f"{pts(pf['mean'] or np.nan)} [{pts(pf['nb_lo'] or np.nan)}, {pts(pf['nb_hi'] or np.nan)}]"
-            dc = pts(pr["coverage"]["mean"]) if pr["coverage"] and pr["coverage"]["mean"] is not None else MISSING
-            lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  {trio('global'):>24}{trio('targeted'):>24}{d:>26}{dc:>9}")
+            pf, pc = pr["faithfulness"] or {}, pr["coverage"] or {}
+            ge = u.ge("faithfulness")
+            rows.append([u.judge, str(u.replicate), trio("global"), trio("targeted"),
+                         with_interval(pts, pf.get("value"), pf.get("lo"), pf.get("hi")),
+                         with_interval(pts, pc.get("value"), pc.get("lo"), pc.get("hi")),
+                         MISSING if ge is None else ("yes" if ge else "no")])
+        lines += format_columns(["Judge", "rep", "global", "targeted", "Δ faith (pts) [95%]", "Δ cov (pts) [95%]",
+                                 "T ≥ G faith."], rows)
+        lines += ["  Δ: targeted − global, mean of the per-fold differences with its 95% percentile interval "
+                  "(2.5–97.5% of the per-fold differences), as in the report; compare.json also holds the "
+                  "Nadeau–Bengio interval. T ≥ G faith.: targeted ≥ global on held-out faithfulness, per unit "
+                  "(the judge counts below take each judge's first replicate)."]
         lines += [f"  note: {n}" for n in self.notes()]
         s = self.summary()
         lines += ["",
-                  f"Targeted ≥ global on faithfulness: {s['faithfulness']['judges']}/{s['judges']} judges, "
+                  f"Targeted ≥ global on faithfulness: {s['faithfulness']['judges']}/{s['judges']} judges ({first}), "
                   f"{s['faithfulness']['units']}/{s['units']} units.",
-                  f"Targeted ≥ global on est. coverage: {s['coverage']['judges']}/{s['coverage']['judges_with_coverage']} judges, "
-                  f"{s['coverage']['units']}/{s['coverage']['units_with_coverage']} units (with coverage).",
-                  f"Lowest-support category is gated: {s['lowest_is_gated']['judges']}/{s['judges']} judges, "
+                  f"Targeted ≥ global on est. coverage: {s['coverage']['judges']}/{s['coverage']['judges_with_coverage']} "
+                  f"judges ({first}), {s['coverage']['units']}/{s['coverage']['units_with_coverage']} units (with coverage).",
+                  f"Lowest-support category is gated: {s['lowest_is_gated']['judges']}/{s['judges']} judges ({first}), "
                   f"{s['lowest_is_gated']['units']}/{s['units']} units."]
         if "faithfulness_ppi" in s:
-            lines += _render_ppi(self.units, s["faithfulness_ppi"], s["judges"], s["units"])
+            lines += render_ppi(self.units, s["faithfulness_ppi"], s["judges"], s["units"])
         return "\n".join(lines)
 
 
-def _ppi_counts(prim, units) -> dict:
+def ppi_counts(prim, units) -> dict:
     def count(us):
         orders = [u.ordering_ppi() or {} for u in us]
         return (sum(1 for o in orders if o.get("ppi")), sum(1 for o in orders if o.get("ppi") is not None),
@@ -234,25 +248,26 @@ def _ppi_counts(prim, units) -> dict:
             "survives_judges": js, "survives_units": ns}
 
 
-def _render_ppi(units, s: dict, n_judges: int, n_units: int) -> list[str]:
+def render_ppi(units, s: dict, n_judges: int, n_units: int) -> list[str]:
     g = units[0].result.gold.gold
     lines = ["", f"Judge-corrected held-out faithfulness (PPI++ with {g.n_matched} gold labels; fold means, %): "
-             "global / targeted, judge only → PPI++",
-             f"{'Judge':<34}{'rep':>4}  {'judge only':>16}{'PPI++':>16}{'Δ PPI (NB 95%)':>26}  survives"]
+             "global / targeted, judge only → PPI++"]
+    rows = []
     for u in units:
         gc = u.result.gold
         pols, pr, o = gc.policies(), gc.paired()["ppi"], gc.ordering()
 
         def pair(key):
-            return f"{pct(pols['global'][key]['mean'], 1)}/{pct(pols['targeted'][key]['mean'], 1)}"
+            return f"{pct(pols['global'][key]['value'], 1)}/{pct(pols['targeted'][key]['value'], 1)}"
 
-        nb = lambda v: pts(np.nan if v is None else v)  # noqa: E731
-        d = f"{nb(pr['mean'])} [{nb(pr['nb_lo'])}, {nb(pr['nb_hi'])}]"
         surv = MISSING if o["survives"] is None else ("yes" if o["survives"] else "no")
-        lines.append(f"{u.judge[:33]:<34}{str(u.replicate):>4}  {pair('judge'):>16}{pair('ppi'):>16}{d:>26}  {surv}")
-    lines.append(f"Targeted ≥ global on PPI++ faithfulness: {s['judges']}/{s['judges_defined']} judges, "
-                 f"{s['units']}/{s['units_defined']} units (where defined); the judge's ordering survives the "
-                 f"correction for {s['survives_judges']}/{n_judges} judges, {s['survives_units']}/{n_units} units.")
+        rows.append([u.judge, str(u.replicate), pair("judge"), pair("ppi"),
+                     with_interval(pts, pr["value"], pr["lo"], pr["hi"]), surv])
+    lines += format_columns(["Judge", "rep", "judge only", "PPI++", "Δ PPI (pts) [95%]", "survives"], rows)
+    lines.append(f"Targeted ≥ global on PPI++ faithfulness: {s['judges']}/{s['judges_defined']} judges (each judge's "
+                 f"first replicate), {s['units']}/{s['units_defined']} units (where defined); the judge's ordering "
+                 f"survives the correction for {s['survives_judges']}/{n_judges} judges, {s['survives_units']}/{n_units} "
+                 "units. Δ PPI: 95% percentile interval of the per-fold differences.")
     return lines
 
 
@@ -359,3 +374,7 @@ def kendall_table(units) -> pd.DataFrame:
             rows.append({"judge_a": units[i].judge, "judge_b": units[k].judge, "tau": tau, "p_value": pv,
                          "n_categories": len(common)})
     return pd.DataFrame(rows, columns=["judge_a", "judge_b", "tau", "p_value", "n_categories"])
+
+
+__all__ = ["RobustnessResult", "Unit", "category_rates", "first_per_judge", "kendall_table", "p_lowest", "ppi_counts",
+           "render_ppi", "robustness"]
