@@ -4,7 +4,6 @@ recipe, a hand-computed Nadeau–Bengio interval, real SynthPAI data, and the CL
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -632,6 +631,8 @@ def test_cli_compare_text_columns_are_always_separated(cli, tmp_path):
     """#19 item 4: every row of `memjudge compare`'s text tables has its columns separated by at
     least two spaces (figures and intervals never run together), also with a long gate label and
     the gold table."""
+    import re
+
     from memjudge.simulation import simulate
 
     c = simulate(preset="paper", seed=2, personas=30)

@@ -21,8 +21,18 @@ from __future__ import annotations
 from memjudge.comparison.gold import GoldComparison, compare_with_gold, ordering_sentence
 from memjudge.comparison.prepare import BINARY, Prepared, judges_in, prepare, prepared_notes, select_verdicts
 from memjudge.comparison.protocol import (
-    METRICS, NEG_INF, POLICY_LABELS, POLICY_NAMES, change_summary, fold_assignment, full_sample, nadeau_bengio,
-    overall_support, paired_summary, run_protocol, write_all_intervals,
+    METRICS,
+    NEG_INF,
+    POLICY_LABELS,
+    POLICY_NAMES,
+    change_summary,
+    fold_assignment,
+    full_sample,
+    nadeau_bengio,
+    overall_support,
+    paired_summary,
+    run_protocol,
+    write_all_intervals,
 )
 from memjudge.comparison.result import CompareResult, render_table
 from memjudge.comparison.run import compare, compare_prepared

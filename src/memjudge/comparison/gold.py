@@ -63,7 +63,6 @@ from memjudge.errors import UsageError
 from memjudge.formats import json_safe
 from memjudge.policies.splitter import fold_assignment
 
-
 # ---------------------------------------------------------------------------------------
 # gold labels joined to one prepared comparison
 
@@ -135,7 +134,8 @@ def join_gold(prep, gold, path=None, verdicts: pd.Series | None = None) -> GoldJ
         from memjudge.stats.estimate import design_weights
 
         if verdicts is None:
-            v = np.where(prep.valid, np.where(prep.sup, "supported", "unsupported"), None)
+            v = np.full(prep.n, None, dtype=object)
+            v[prep.valid] = np.where(prep.sup, "supported", "unsupported")[prep.valid]
         else:
             v = verdicts.reindex(prep.assertion_ids).to_numpy(dtype=object)
         items = pd.DataFrame({"assertion_id": prep.assertion_ids, "category": prep.categories[prep.cat],

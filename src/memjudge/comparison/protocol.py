@@ -29,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from memjudge.comparison.prepare import Prepared
 from memjudge.errors import UsageError
 from memjudge.formats.estimate import Estimate
 from memjudge.policies.kernel import NEG_INF, SortedSample
 from memjudge.policies.splitter import RepeatedGroupKFold, fold_assignment
-from memjudge.comparison.prepare import Prepared
 
 POLICY_NAMES = ("global", "targeted", "per_category")
 METRICS = ("faithfulness", "retention", "coverage")
@@ -234,6 +234,7 @@ def run_protocol(prep: Prepared, *, gate, floor: float, repeats: int, folds: int
         pair_test = test[prep.pair_cand] if len(prep.pair_cand) else np.zeros(0, bool)
         pf, pc = prep.pair_fact[pair_test], prep.pair_cand[pair_test]
         for name in all_names:
+            t: float | dict | None
             thr = fitted.get(name, np.full(len(cats), NEG_INF))
             f, ret, cov = e.evaluate(te, thr, test_facts, pf, pc)
             if name == "write_all":

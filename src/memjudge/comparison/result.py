@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -44,8 +45,19 @@ import pandas as pd
 from memjudge._util.text import MISSING, pct, pts, with_interval
 from memjudge.comparison.prepare import Prepared, prepared_notes
 from memjudge.comparison.protocol import (
-    METRICS, NEG_INF, POLICY_LABELS, POLICY_NAMES, change_summary, delta, fit_policies, full_sample, mean_sd,
-    nan_if_none, num, paired_summary, sorted_sample, write_all_intervals,
+    METRICS,
+    POLICY_LABELS,
+    POLICY_NAMES,
+    change_summary,
+    delta,
+    fit_policies,
+    full_sample,
+    mean_sd,
+    nan_if_none,
+    num,
+    paired_summary,
+    sorted_sample,
+    write_all_intervals,
 )
 from memjudge.comparison.sweep import calibration, sweep
 from memjudge.errors import UsageError
@@ -55,12 +67,24 @@ from memjudge.policies.kernel import lowest_support_category
 from memjudge.stats.bootstrap import B_DEFAULT
 
 
+class GoldSide(Protocol):
+    """What a result needs of its judge-corrected side (`memjudge.comparison.gold.GoldComparison`,
+    attached by `compare(..., gold=...)`; named here by its methods so result never imports gold)."""
+
+    def to_json(self) -> dict: ...
+    def table_columns(self) -> dict: ...
+    def render(self, folds_total: int) -> str: ...
+    def policies(self) -> dict: ...
+    def paired(self) -> dict: ...
+    def ordering(self) -> dict: ...
+
+
 @dataclass
 class CompareResult:
     judge: str | None
     replicate: object
     floor: float
-    gate: object                 # list of categories, or "auto"
+    gate: list[str] | str        # list of categories, or "auto"
     repeats: int
     folds: int
     seed: int
@@ -75,7 +99,7 @@ class CompareResult:
     # resamples of personas shared with a caller (robustness) so that intervals are paired
     weights: np.ndarray | None = field(default=None, repr=False, compare=False)
     _fitted: dict | None = field(default=None, init=False, repr=False, compare=False)
-    gold: object = field(default=None, repr=False, compare=False)  # gold.GoldComparison (--gold)
+    gold: GoldSide | None = field(default=None, repr=False, compare=False)  # gold.GoldComparison (--gold)
     _write_all_ci: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- summaries -------------------------------------------------------------------------
@@ -98,7 +122,7 @@ class CompareResult:
         return out
 
     def paired(self) -> dict:
-        out = {}
+        out: dict[str, dict | None] = {}
         for m in METRICS:
             if m == "coverage" and not self.prepared.coverage_measured:
                 out[m] = None
@@ -175,7 +199,7 @@ class CompareResult:
                 row[f"{m}_sd"] = nan_if_none(ms["sd"])
                 row[f"delta_{m}"] = nan_if_none(delta(ms["value"], wa[m]))
             rows.append(row)
-        pr = {"policy": "targeted - global"}
+        pr: dict[str, object] = {"policy": "targeted - global"}
         for m, s in self.paired().items():
             pr[m] = nan_if_none(s["value"]) if s else np.nan
             pr[f"{m}_lo"] = nan_if_none(s["lo"]) if s else np.nan

@@ -56,10 +56,15 @@ import pandas as pd
 from memjudge._util.text import MISSING, coef, pct, pts, with_interval
 from memjudge.comparison.gold import compare_with_gold, load_gold
 from memjudge.comparison.prepare import (
-    Prepared, judges_in, load_candidates, load_labels, prepare, select_verdicts,
+    Prepared,
+    judges_in,
+    load_candidates,
+    load_labels,
+    prepare,
+    select_verdicts,
 )
 from memjudge.comparison.protocol import num, overall_support, resolve_gate
-from memjudge.comparison.result import format_columns
+from memjudge.comparison.result import CompareResult, format_columns
 from memjudge.comparison.run import compare_prepared
 from memjudge.errors import UsageError
 from memjudge.formats import json_safe, only_rubric
@@ -99,7 +104,7 @@ class Unit:
     lowest: str | None
     gated: list
     p_gated_lowest: float
-    result: object  # CompareResult
+    result: CompareResult
 
     def ge(self, metric: str):
         """targeted ≥ global on the fold mean of `metric` (None when undefined)."""
@@ -111,12 +116,13 @@ class Unit:
 
     def ordering_ppi(self) -> dict | None:
         """compare.json's gold ``ordering`` for this unit (None without gold)."""
-        return self.result.gold.ordering() if getattr(self.result, "gold", None) is not None else None
+        gold = self.result.gold
+        return None if gold is None else gold.ordering()
 
 
 @dataclass
 class RobustnessResult:
-    gate: object
+    gate: list[str] | str
     floor: float
     repeats: int
     folds: int
@@ -161,8 +167,8 @@ class RobustnessResult:
                 "categories": json_safe(u.categories.to_dict("records")),
                 "overall": json_safe(u.overall),
                 "lowest_category": u.lowest, "gated": list(u.gated), "p_gated_lowest": num(u.p_gated_lowest),
-                "table": {k: cj[k] for k in ("write_all", "write_all_ci", "policies", "paired", "paired_vs_write_all", "gold")
-                          if k in cj},
+                "table": {k: cj[k] for k in ("write_all", "write_all_ci", "policies", "paired", "paired_vs_write_all",
+                                             "gold") if k in cj},
                 "notes": cj["notes"],
             })
         return {
@@ -227,8 +233,9 @@ class RobustnessResult:
         lines += ["",
                   f"Targeted ≥ global on faithfulness: {s['faithfulness']['judges']}/{s['judges']} judges ({first}), "
                   f"{s['faithfulness']['units']}/{s['units']} units.",
-                  f"Targeted ≥ global on est. coverage: {s['coverage']['judges']}/{s['coverage']['judges_with_coverage']} "
-                  f"judges ({first}), {s['coverage']['units']}/{s['coverage']['units_with_coverage']} units (with coverage).",
+                  "Targeted ≥ global on est. coverage: "
+                  f"{s['coverage']['judges']}/{s['coverage']['judges_with_coverage']} judges ({first}), "
+                  f"{s['coverage']['units']}/{s['coverage']['units_with_coverage']} units (with coverage).",
                   f"Lowest-support category is gated: {s['lowest_is_gated']['judges']}/{s['judges']} judges ({first}), "
                   f"{s['lowest_is_gated']['units']}/{s['units']} units."]
         if "faithfulness_ppi" in s:

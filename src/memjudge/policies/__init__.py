@@ -15,12 +15,33 @@ Imports run one way: splitter and kernel depend on nothing here, estimators on t
 from __future__ import annotations
 
 from memjudge.policies.estimators import (
-    POLICIES, POLICY_FORMAT, POLICY_VERSION, GlobalThreshold, PerCategory, RetentionPolicy, Targeted, WriteAll,
-    export_policy, fit_summary, frame_arrays, make_policy,
+    POLICIES,
+    POLICY_FORMAT,
+    POLICY_VERSION,
+    GlobalThreshold,
+    PerCategory,
+    RetentionPolicy,
+    Targeted,
+    WriteAll,
+    export_policy,
+    fit_summary,
+    frame_arrays,
+    make_policy,
 )
 from memjudge.policies.kernel import (
-    FITTED_KINDS, NEG_INF, PER_CATEGORY_METHODS, KernelFit, Options, SortedSample, category_options, choose,
-    fit_per_category_sorted, fit_threshold, lowest_support_category, sorted_options, support_by_category,
+    FITTED_KINDS,
+    NEG_INF,
+    PER_CATEGORY_METHODS,
+    KernelFit,
+    Options,
+    SortedSample,
+    category_options,
+    choose,
+    fit_per_category_sorted,
+    fit_threshold,
+    lowest_support_category,
+    sorted_options,
+    support_by_category,
 )
 from memjudge.policies.splitter import RepeatedGroupKFold, fold_assignment
 

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from memjudge.errors import UsageError
-from memjudge.gate import FORMAT as POLICY_FORMAT, SUPPORTED_VERSIONS
+from memjudge.gate import FORMAT as POLICY_FORMAT
+from memjudge.gate import SUPPORTED_VERSIONS
 from memjudge.policies.kernel import NEG_INF, KernelFit, SortedSample, check_method
 
 POLICY_VERSION = SUPPORTED_VERSIONS[-1]  # written files are the newest version the gate reads
@@ -80,6 +81,12 @@ class RetentionPolicy:
         self.floor = float(floor)
         self.strict_binary = bool(strict_binary)
         self.fit_info_: dict = {}
+
+    def fit(self, frame: pd.DataFrame) -> RetentionPolicy:
+        raise NotImplementedError
+
+    def _keep(self, cat: np.ndarray, conf: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
     def _arrays(self, frame):
         return frame_arrays(frame, self.strict_binary)

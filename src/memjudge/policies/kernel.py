@@ -150,12 +150,14 @@ def fit_per_category_sorted(segments, all_conf_sorted, n_total: int, floor: floa
         sc = feasible_faithfulness(np.array([kept]), np.array([V - rv]), np.array([S - rs]), n_total, floor)[0]
         return (sc, kept), (rn, rv, rs)
 
-    best = None
+    best: tuple | None = None
     for st in starts:
         idx = [option_for_threshold(o, seg[0], t) for o, seg, t in zip(opts, segments, st)]
         val, _ = state_value(idx)
         if best is None or val > best[0]:
             best = (val, idx)
+    if best is None:  # no starting point: keep everything
+        return [NEG_INF] * C
     (cur_score, cur_kept), idx = best
     idx = list(idx)
     for _ in range(100 * max(C, 1)):
