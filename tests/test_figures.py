@@ -206,7 +206,8 @@ def test_calibration_count_panel_keeps_every_candidate_when_bin_centres_differ_b
 
 
 def test_calibration_count_panel_sums_to_the_candidates_of_a_real_run():
-    from memjudge.reporting import calibration_frame, load_run
+    from memjudge.reporting.frames import calibration_frame
+    from memjudge.reporting.reader import load_run
 
     run = load_run(DATA / "report_run")
     bins = calibration_frame(run)

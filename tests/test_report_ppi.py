@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.reporting import estimate_frame, load_run, report
+from memjudge.reporting import report
+from memjudge.reporting.frames import estimate_frame
+from memjudge.reporting.reader import load_run
 
 
 @pytest.fixture(scope="module")
