@@ -56,8 +56,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from memjudge.stats.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
+from memjudge._util.text import coef, with_interval
 from memjudge.errors import InputError, UsageError
+from memjudge.formats.estimate import Estimate
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
 from memjudge.formats import LINE  # the readers' private line-number column
 
 SUPPORTED = "supported"
@@ -320,8 +322,8 @@ def majority_vote(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # result
 
 
-def _est(value, lo=np.nan, hi=np.nan) -> dict:
-    return {"value": value, "lo": lo, "hi": hi}
+def _est(value, lo=None, hi=None) -> dict:
+    return Estimate(value, lo, hi).to_dict()
 
 
 @dataclass
@@ -370,7 +372,8 @@ class PanelResult:
         return json_safe(out)
 
     def to_text(self) -> str:
-        from memjudge.stats.bootstrap import format_interval as fi
+        def fi(value, lo=None, hi=None) -> str:
+            return with_interval(coef, value, lo, hi)
 
         lines = [f"{self.judge}: {self.n_items} items, {len(self.judges)} judges"
                  + (f", {self.iterations} EM iterations" if self.method != "majority" else "")
