@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from memjudge._util.text import MISSING, coef, estimate as estimate_text, num as finite
+from memjudge._util.text import MISSING, coef
+from memjudge._util.text import estimate as estimate_text
+from memjudge._util.text import num as finite
 from memjudge.errors import InputError, UsageError
-from memjudge.formats.estimate import Estimate
 from memjudge.formats import LINE  # the readers' private line-number column
+from memjudge.formats.estimate import Estimate
 
 NON_VERDICTS = frozenset({"skip", "skipped", "unsure", "unknown", "n/a", "na", "?", "cannot tell", "cannot_tell"})
 SUPPORTED = "supported"
@@ -259,8 +260,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
     inclusion probabilities weight the estimators (default: the gold file's own, if it has
     them). ``half_width``: also plan how many gold items reach that PPI++ half-width.
     """
-    from memjudge.stats.bootstrap import cluster_weights
     from memjudge.comparison import select_verdicts
+    from memjudge.stats.bootstrap import cluster_weights
     from memjudge.stats.ppi import planned_gold_n, three_estimates
 
     if interval not in ("bootstrap", "clt"):

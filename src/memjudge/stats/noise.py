@@ -23,7 +23,6 @@ from memjudge.errors import UsageError
 from memjudge.formats.estimate import Estimate
 from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, interval_pairs
 
-
 # ---------------------------------------------------------------------------------------
 # pure functions over arrays
 

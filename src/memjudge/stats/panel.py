@@ -58,9 +58,9 @@ import pandas as pd
 
 from memjudge._util.text import coef, with_interval
 from memjudge.errors import InputError, UsageError
+from memjudge.formats import LINE  # the readers' private line-number column
 from memjudge.formats.estimate import Estimate
 from memjudge.stats.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
-from memjudge.formats import LINE  # the readers' private line-number column
 
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
