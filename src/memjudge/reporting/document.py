@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from memjudge._util.text import MISSING, coef, count, num, pct
 from memjudge.errors import UsageError
 from memjudge.reporting.blocks import (
     Bullets,
@@ -18,14 +19,11 @@ from memjudge.reporting.blocks import (
     Note,
     Para,
     Table,
-    coef,
-    count,
     numeric_columns,
-    pct,
 )
 from memjudge.reporting.findings import findings, judge_caveats, what_was_done
 from memjudge.reporting.html import to_html
-from memjudge.reporting.reader import PARTS, Run, is_simulated, load_run, num, simulated_gold
+from memjudge.reporting.reader import PARTS, Run, is_simulated, load_run, simulated_gold
 from memjudge.reporting.run_figures import make_figures
 from memjudge.reporting.tables import (
     agreement_tables,
@@ -71,6 +69,12 @@ class ReportResult:
 
 def _s(p):
     return None if p is None else str(p)
+
+
+def signed(v) -> str:
+    """A log-odds threshold, always signed, two decimals."""
+    x = num(v)
+    return MISSING if x is None else f"{x:+.2f}"
 
 
 def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list, list[str], list[str]]:
@@ -129,9 +133,9 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         blocks.append(Heading("The embedded judge against gold labels"))
         keys = [("judge", "Judge", str), ("n", "Items (replicate 0)", count), ("auc", "AUC of the log-odds", coef),
                 ("balanced_accuracy", "Balanced accuracy at the threshold", coef), ("accuracy", "Accuracy (%)", pct),
-                ("threshold", "Threshold (log-odds)", lambda v: f"{num(v):+.2f}" if num(v) is not None else "n/a"),
+                ("threshold", "Threshold (log-odds)", signed),
                 ("in_sample_best_threshold", "In-sample best threshold (optimistic)",
-                 lambda v: f"{num(v):+.2f}" if num(v) is not None else "n/a"),
+                 signed),
                 ("in_sample_best_balanced_accuracy", "In-sample best balanced accuracy (optimistic)", coef)]
         rows = [[label, fmt(q[k])] for k, label, fmt in keys if k in q]
         blocks.append(Table("Embedded judge against the corpus's gold labels. Data: local_judge.json.",

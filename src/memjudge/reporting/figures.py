@@ -476,7 +476,7 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
     """Per-fold paired differences targeted − global, one row per metric, in points.
 
     `diffs`: columns metric, difference (fraction; one row per held-out fold). `paired`:
-    {metric: {"mean", "lo", "hi", "nb_lo", "nb_hi"}} from the comparison's JSON, drawn as the
+    {metric: {"value", "lo", "hi", "nb_lo", "nb_hi"}} (`memjudge.reporting.frames.paired_intervals`), drawn as the
     mean with its percentile interval (thick) and Nadeau–Bengio interval (thin).
     """
     fig = _new_figure((6.5, 3.6))
@@ -495,8 +495,8 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
         ax.scatter(d, y + rng.uniform(-0.25, 0.18, len(d)), s=9, color=PALETTE[i % len(PALETTE)], alpha=0.55,
                    linewidth=0, zorder=2, label=f"{names.get(m, m)}: per-fold (n={len(d)})")
         p = paired.get(m) or {}
-        if p.get("mean") is not None:
-            mean = 100 * float(p["mean"])
+        if p.get("value") is not None:
+            mean = 100 * float(p["value"])
             # the two intervals on separate rows: the corrected one is often the narrower
             if p.get("lo") is not None and p.get("hi") is not None:
                 ax.plot([100 * p["lo"], 100 * p["hi"]], [y + 0.40] * 2, color="#222222", linewidth=3.2, zorder=3,

@@ -8,18 +8,16 @@ import re
 
 import pandas as pd
 
-from memjudge.reporting.blocks import coef, count, pct, pct_ci, pts
-from memjudge.reporting.frames import fold_count, robustness_units, support_rates, unit_holds
+from memjudge._util.text import PERSONA_INTERVAL, coef, count, estimate, num, pct, probability, pts
+from memjudge.formats.estimate import Estimate
+from memjudge.reporting.frames import fold_count, robustness_units, support_rates, unit_holds, value
 from memjudge.reporting.reader import (
     METRIC_NAMES,
     Run,
     gated_categories,
-    interval,
     is_simulated,
     judge_label,
-    num,
     simulated_gold,
-    stat,
 )
 
 # A judge whose agreement with gold falls below these gets a caveat at the top of the report:
@@ -39,7 +37,7 @@ def judge_caveats(run: Run) -> list[str]:
     for g in (run.get("agreement") or {}).get("gold") or []:
         if not isinstance(g, dict):
             continue
-        acc, kappa = num(g.get("accuracy")), num(g.get("cohen_kappa"))
+        acc, kappa = value(g.get("accuracy")), value(g.get("cohen_kappa"))
         if (acc is not None and acc < POOR_ACCURACY) or (kappa is not None and kappa < POOR_KAPPA):
             judge = str(g.get("judge"))
             rests = " Table 1 and the findings on retention policies rest on its labels." if judge == cmp_judge else ""
@@ -113,6 +111,12 @@ def _direction(v: float | None, higher="higher", lower="lower") -> str:
     return higher if v > 0 else lower if v < 0 else "equal"
 
 
+def _persona_ci(lo, hi) -> str:
+    """A support rate's interval in a sentence, labelled as in the tables: '95% percentile
+    interval, persona bootstrap: 74.90–80.90'."""
+    return PERSONA_INTERVAL.replace(" (", ", ").rstrip(")") + f": {pct(lo)}–{pct(hi)}"
+
+
 def findings(run: Run) -> list[str]:
     """Plain sentences templated from the JSON; their wording follows the sign of each result."""
     out: list[str] = []
@@ -132,15 +136,14 @@ def findings(run: Run) -> list[str]:
             low = sub[sub["category"] == lowest].iloc[0]
             rest = sub[sub["category"] != lowest]
             s = (f"Under {judge_label(judge, run)}, the lowest-support category is {lowest} at {pct(low['rate'])}%"
-                 + (f" (95% CI {pct(low['lo'])}–{pct(low['hi'])})" if pd.notna(low["lo"]) and pd.notna(low["hi"]) else ""))
+                 + (f" ({_persona_ci(low['lo'], low['hi'])})" if pd.notna(low["lo"]) and pd.notna(low["hi"]) else ""))
             if not rest.empty:
                 nxt = rest.iloc[0]
                 s += f"; the next lowest is {nxt['category']} at {pct(nxt['rate'])}%"
             ov = unit["overall"]
             if ov is not None:
-                s += (f"; overall support is {pct(ov['rate'])}%"
-                      + (f" (95% CI {pct(ov['lo'])}–{pct(ov['hi'])})" if ov["lo"] is not None and ov["hi"] is not None
-                         else ""))
+                s += (f"; overall support is {pct(ov.value)}%"
+                      + (f" ({_persona_ci(ov.lo, ov.hi)})" if ov.has_interval else ""))
             s += "."
             gated = unit["gated"] or gated_categories(run)
             pg = unit["p_gated_lowest"]
@@ -150,7 +153,7 @@ def findings(run: Run) -> list[str]:
                     s += f" That is the gated category ({gname})"
                 else:
                     s += f" The gated category ({gname}) is not the lowest under this judge"
-                s += (f"; the bootstrap probability that {gname} is the lowest is {coef(pg, 3)}." if pg is not None
+                s += (f"; the bootstrap probability that {gname} is the lowest is {probability(pg)}." if pg is not None
                       else ".")
             summ = (run.get("robustness") or {}).get("summary") or {}
             lg = summ.get("lowest_is_gated") if isinstance(summ, dict) else None
@@ -167,14 +170,15 @@ def findings(run: Run) -> list[str]:
         n_folds = fold_count(cmp_)
         parts = []
         for m in ("faithfulness", "coverage", "retention"):
-            p = paired.get(m)
-            mean = stat(p)
+            p = paired.get(m) if isinstance(paired.get(m), dict) else {}
+            e = Estimate.from_dict(p)
+            mean = e.value
             if mean is None:
                 continue
             # the sentence speaks at the table's precision: a difference that rounds to 0.00 points is "equal"
             d = _direction(round(100 * mean, 2))
             amount = f"{abs(100 * mean):.2f} points" if d != "equal" else ""
-            lo, hi = num(p.get("lo")), num(p.get("hi"))
+            lo, hi = e.lo, e.hi
             ci = ""
             if lo is not None and hi is not None:
                 excl = "excludes" if (lo > 0 or hi < 0) else "includes"
@@ -188,7 +192,7 @@ def findings(run: Run) -> list[str]:
             else:
                 parts.append(f"{d} on {METRIC_NAMES[m]} by {amount}{ci}")
         if parts:
-            tf, gf = stat(pols["targeted"].get("faithfulness")), stat(pols["global"].get("faithfulness"))
+            tf, gf = value(pols["targeted"].get("faithfulness")), value(pols["global"].get("faithfulness"))
             out.append(f"On held-out personas ({config_line(cmp_, run)}), the targeted policy reaches {pct(tf)}% "
                        f"faithfulness against {pct(gf)}% for the global threshold. Targeted minus global: "
                        + "; ".join(parts) + ".")
@@ -208,12 +212,12 @@ def findings(run: Run) -> list[str]:
         out.append(s + ".")
     # judge noise
     for j in (run.get("noise") or {}).get("judges", []):
-        fr = num(j.get("flip_rate"))
+        e = Estimate.from_dict(j.get("flip_rate"))
+        fr, lo, hi = e.value, e.lo, e.hi
         if fr is None:
             out.append(f"{judge_label(j['judge'], run)}: no flip rate could be computed "
                        f"(no item has two valid replicates).")
             continue
-        lo, hi = interval(j.get("flip_rate_ci"))
         verb = "does not flip any of its verdicts" if fr == 0 else f"flips {pct(fr)}% of its verdicts"
         s = f"{judge_label(j['judge'], run)} {verb} when re-scoring identical inputs"
         if lo is not None and hi is not None:
@@ -222,17 +226,18 @@ def findings(run: Run) -> list[str]:
         out.append(s + ".")
     # agreement across judges
     agr = run.get("agreement") or {}
-    alpha = num(agr.get("krippendorff_alpha"))
+    alpha_e = Estimate.from_dict(agr.get("krippendorff_alpha"))
+    alpha, lo, hi = alpha_e.value, alpha_e.lo, alpha_e.hi
     if alpha is not None:
-        lo, hi = interval(agr.get("krippendorff_alpha"))
         n_j = len(set(map(str, agr.get("judges") or [])) | {str(p.get(k)) for p in agr.get("pairs", []) for k in "ab"})
         out.append(f"Across {n_j} judges, Krippendorff's α is {coef(alpha)}"
                    + (f" (95% CI {coef(lo)}–{coef(hi)})" if lo is not None and hi is not None else "") + ".")
-    gold = [g for g in agr.get("gold") or [] if isinstance(g, dict) and num(g.get("accuracy")) is not None]
+    gold = [g for g in agr.get("gold") or [] if isinstance(g, dict) and value(g.get("accuracy")) is not None]
     if gold:
         out.append("Against the gold labels: " + "; ".join(
-            f"{judge_label(g.get('judge'), run)} is right on {pct(g['accuracy'])}% of {count(g.get('n'))} items "
-            f"(κ {coef(g.get('cohen_kappa'))}, recall of unsupported {coef(g.get('unsupported_recall'))})"
+            f"{judge_label(g.get('judge'), run)} is right on {pct(value(g['accuracy']))}% of {count(g.get('n'))} "
+            f"items (κ {coef(value(g.get('cohen_kappa')))}, recall of unsupported "
+            f"{coef(value(g.get('unsupported_recall')))})"
             for g in gold) + ".")
     out += corrected_findings(run)
     return out
@@ -286,7 +291,8 @@ def ordering_summary(run: Run) -> str | None:
 
 
 def estimate_sentence(g: dict, simulated: bool) -> str | None:
-    jv, pv = num((g.get("judge_only") or {}).get("value")), num((g.get("ppi") or {}).get("value"))
+    ppi, gold_only = Estimate.from_dict(g.get("ppi")), Estimate.from_dict(g.get("gold_only"))
+    jv, pv = value(g.get("judge_only")), ppi.value
     if jv is None and pv is None:
         return None
     who = "all items" if g.get("group") == "all" else f"{g.get('group')}"
@@ -294,13 +300,12 @@ def estimate_sentence(g: dict, simulated: bool) -> str | None:
     gold = "simulated gold labels" if simulated else "gold labels"
     if pv is None:
         return s + f"; no PPI++ figure (no {gold} in this group)."
-    s += (f"; corrected with {count(g.get('n_gold'))} {gold}: {pct_ci(pv, g.get('ppi'))}%"
-          f" (gold only {pct_ci((g.get('gold_only') or {}).get('value'), g.get('gold_only'))}%")
+    s += (f"; corrected with {count(g.get('n_gold'))} {gold}: {estimate(ppi)}%"
+          f" (gold only {estimate(gold_only)}%")
     eff = num(g.get("effective_gold_n"))
-    glo, ghi = interval(g.get("gold_only"))
-    if eff is not None and eff > 0 and glo is not None and ghi is not None and ghi > glo:
+    if eff is not None and eff > 0 and gold_only.has_interval and gold_only.hi > gold_only.lo:
         s += f"; as precise as {count(eff)} gold labels alone"
-    lo, hi = interval(g.get("ppi"))
+    lo, hi = ppi.lo, ppi.hi
     if lo is not None and hi is not None and jv is not None:
         s += ("; the judge's figure lies outside the corrected interval" if not lo <= jv <= hi else
               "; the judge's figure lies inside the corrected interval")

@@ -1,55 +1,55 @@
 """Tidy frames read from a run's JSON: the inputs of the figures and of the tables.
 
 Each function turns one file's documented shape into a DataFrame (or a list of plain dicts)
-with value/lo/hi columns; nothing is recomputed.
+with value/lo/hi columns; nothing is recomputed. Every figure stored with its interval is an
+`Estimate` ``{"value", "lo", "hi"}`` (`memjudge.formats.estimate`) and is read back with
+`Estimate.from_dict`; a policy's fold mean ± SD is ``{"value", "sd"}``. The one exception is
+calibration.json's bins (``support_rate``, ``ci_lo``, ``ci_hi``), read under those names.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from memjudge.reporting.blocks import count
-from memjudge.reporting.reader import (
-    POLICY_NAMES,
-    Run,
-    first_of,
-    gated_categories,
-    interval,
-    judge_label,
-    num,
-    records,
-    stat,
-)
+from memjudge._util.text import count, num
+from memjudge.formats.estimate import Estimate
+from memjudge.reporting.reader import POLICY_NAMES, Run, gated_categories, judge_label
+
+METRICS = ("faithfulness", "retention", "coverage")
+
+
+def value(entry) -> float | None:
+    """The point estimate of a stored `Estimate` (or of a ``{"value", "sd"}`` fold mean)."""
+    return Estimate.from_dict(entry).value
+
+
+def sd(entry) -> float | None:
+    """The standard deviation of a ``{"value", "sd"}`` fold mean, None when absent."""
+    return num(entry.get("sd")) if isinstance(entry, dict) else None
 
 
 def robustness_units(run: Run) -> list[dict]:
     """robustness.json's units (one per judge, or per judge × replicate), normalised:
     judge, replicate, label, primary (the judge's first unit), categories [{category, rate, lo,
-    hi, n}], overall {rate, lo, hi, n} (None when absent), lowest, gated, p_gated_lowest, table
-    (compare.json's write_all/policies/paired)."""
-    rob = run.get("robustness") or {}
-    raw = rob.get("units") if rob.get("units") is not None else rob.get("judges", [])
+    hi, n}], overall (an `Estimate`, None when absent) and overall_n, lowest, gated,
+    p_gated_lowest, table (compare.json's write_all/policies/paired)."""
     units = []
-    for u in records(raw, "judge"):
+    for u in (run.get("robustness") or {}).get("units") or []:
+        if not isinstance(u, dict):
+            continue
         cats = []
-        by = first_of(u, ("categories", "support_by_category", "by_category", "support", "category_rates"), [])
-        for c in records(by, "category"):
-            lo, hi = interval(first_of(c, ("ci", "support_rate_ci", "rate_ci"), c))
-            cats.append({"category": str(c.get("category")), "lo": lo, "hi": hi,
-                         "rate": num(first_of(c, ("support_rate", "rate", "value", "support"))),
-                         "n": num(first_of(c, ("valid", "n", "items", "count")))})
+        for c in u.get("categories") or []:
+            if isinstance(c, dict):
+                cats.append({"category": str(c.get("category")), "rate": num(c.get("support_rate")),
+                             "lo": num(c.get("lo")), "hi": num(c.get("hi")), "n": num(c.get("valid"))})
         g = u.get("gated")
-        table = first_of(u, ("table", "compare", "table1", "table_1", "comparison"), {})
-        ov = u.get("overall")
-        overall = None
-        if isinstance(ov, dict) and num(ov) is not None:
-            lo, hi = interval(ov)
-            overall = {"rate": num(ov), "lo": lo, "hi": hi, "n": num(first_of(ov, ("n", "valid")))}
+        table = u.get("table")
+        ov = Estimate.from_dict(u.get("overall"))
         units.append({"judge": str(u.get("judge")), "replicate": u.get("replicate"), "categories": cats,
-                      "overall": overall,
-                      "lowest": u.get("lowest_category") or u.get("lowest"),
-                      "gated": [str(x) for x in g] if isinstance(g, list) else [str(g)] if isinstance(g, str) else None,
-                      "p_gated_lowest": num(first_of(u, ("p_gated_lowest", "prob_gated_lowest", "p_lowest"))),
+                      "overall": ov if ov.value is not None else None,
+                      "lowest": u.get("lowest_category"),
+                      "gated": [str(x) for x in g] if isinstance(g, list) else None,
+                      "p_gated_lowest": num(u.get("p_gated_lowest")),
                       "table": table if isinstance(table, dict) else {}})
     per_judge: dict[str, int] = {}
     for u in units:
@@ -78,15 +78,10 @@ def support_rates(run: Run, primary_only: bool = True) -> pd.DataFrame:
 
 def sweep_frame(run: Run, policy: str = "global") -> pd.DataFrame:
     """One row per candidate threshold of `policy`'s full-sample sweep (sweep.json)."""
-    sw = run.get("sweep") or {}
-    keys = ("global", "points", "sweep", "thresholds", "curve") if policy == "global" else (policy,)
-    pts = first_of(sw, keys, [])
-    if isinstance(pts, dict) and all(isinstance(v, list) for v in pts.values()):  # columnar
-        pts = pd.DataFrame(pts).to_dict("records")
-    rows = [{"threshold": num(p.get("threshold")), "faithfulness": num(p.get("faithfulness")),
-             "retention": num(p.get("retention")), "coverage": num(p.get("coverage"))}
-            for p in (pts if isinstance(pts, list) else []) if isinstance(p, dict)]
-    df = pd.DataFrame(rows, columns=["threshold", "faithfulness", "retention", "coverage"]).astype(float)
+    points = (run.get("sweep") or {}).get(policy)
+    rows = [{"threshold": num(p.get("threshold")), **{m: num(p.get(m)) for m in METRICS}}
+            for p in (points if isinstance(points, list) else []) if isinstance(p, dict)]
+    df = pd.DataFrame(rows, columns=["threshold", *METRICS]).astype(float)
     return df[df["faithfulness"].notna()]
 
 
@@ -99,52 +94,37 @@ def policy_points(run: Run) -> pd.DataFrame:
         wa = cmp_.get("write_all") or {}
         if num(wa.get("faithfulness")) is not None:
             rows.append({"label": "Write-all (full sample)", "policy": "write_all", "kind": "full",
-                         **{m: num(wa.get(m)) for m in ("faithfulness", "retention", "coverage")}})
+                         **{m: num(wa.get(m)) for m in METRICS}})
         for name, pol in cmp_.get("policies", {}).items():
             if name == "write_all":
                 continue
             row = {"label": f"{POLICY_NAMES.get(name, name)} (held-out mean ± SD)", "policy": name, "kind": "heldout"}
-            for m in ("faithfulness", "retention", "coverage"):
-                row[m], row[f"{m}_sd"] = stat(pol.get(m)), stat(pol.get(m), "sd")
+            for m in METRICS:
+                row[m], row[f"{m}_sd"] = value(pol.get(m)), sd(pol.get(m))
             rows.append(row)
     else:
         fitted = (run.get("sweep") or {}).get("fitted") or {}
-        for f in records(fitted, "policy"):
-            rows.append({"label": f"{POLICY_NAMES.get(f['policy'], f['policy'])} (fitted, full sample)",
-                         "policy": f["policy"], "kind": "full",
-                         **{m: num(f.get(m)) for m in ("faithfulness", "retention", "coverage")}})
-    cols = ["label", "policy", "kind", "faithfulness", "retention", "coverage", "faithfulness_sd", "retention_sd",
-            "coverage_sd"]
+        for name, f in fitted.items() if isinstance(fitted, dict) else []:
+            if isinstance(f, dict):
+                rows.append({"label": f"{POLICY_NAMES.get(name, name)} (fitted, full sample)",
+                             "policy": name, "kind": "full", **{m: num(f.get(m)) for m in METRICS}})
+    cols = ["label", "policy", "kind", *METRICS, "faithfulness_sd", "retention_sd", "coverage_sd"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def calibration_frame(run: Run) -> pd.DataFrame:
-    cal = run.get("calibration") or {}
+    """calibration.json's bins, one row per (category, confidence bin): the bin's edges lo/hi,
+    its valid verdicts n, support rate and its interval ci_lo/ci_hi."""
     rows = []
-    raw = first_of(cal, ("bins", "categories", "by_category"), [])
-    recs = []
-    if isinstance(raw, dict):  # {CAT: [bins]} or {CAT: {"bins": [...]}}
-        for cat, v in raw.items():
-            bins = v.get("bins", []) if isinstance(v, dict) else v
-            recs += [{"category": cat, **b} for b in bins if isinstance(b, dict)]
-    elif isinstance(raw, list):
-        for r in raw:
-            if isinstance(r, dict) and isinstance(r.get("bins"), list):  # [{category, ..., bins: [...]}]
-                recs += [{**b, "category": r.get("category")} for b in r["bins"] if isinstance(b, dict)]
-            elif isinstance(r, dict):
-                recs.append(r)
-    for b in recs:
-        lo = num(first_of(b, ("conf_lo", "lo", "bin_lo", "low", "confidence_lo")))
-        hi = num(first_of(b, ("conf_hi", "hi", "bin_hi", "high", "confidence_hi")))
-        edges = b.get("bin") or b.get("edges")
-        if (lo is None or hi is None) and isinstance(edges, (list, tuple)) and len(edges) == 2:
-            lo, hi = num(edges[0]), num(edges[1])
-        clo, chi = interval(first_of(b, ("ci", "support_rate_ci", "rate_ci"), {}))
-        if clo is None and hi is not None:
-            clo, chi = num(b.get("ci_lo")), num(b.get("ci_hi"))
-        rows.append({"category": str(b.get("category")), "lo": lo, "hi": hi,
-                     "n": num(first_of(b, ("valid", "n", "count", "items"))),
-                     "rate": num(first_of(b, ("support_rate", "rate", "support"))), "ci_lo": clo, "ci_hi": chi})
+    for c in (run.get("calibration") or {}).get("categories") or []:
+        if not isinstance(c, dict):
+            continue
+        for b in c.get("bins") or []:
+            if isinstance(b, dict):
+                rows.append({"category": str(c.get("category")), "lo": num(b.get("conf_lo")),
+                             "hi": num(b.get("conf_hi")), "n": num(b.get("valid")),
+                             "rate": num(b.get("support_rate")), "ci_lo": num(b.get("ci_lo")),
+                             "ci_hi": num(b.get("ci_hi"))})
     cols = ["category", "lo", "hi", "n", "rate", "ci_lo", "ci_hi"]
     df = pd.DataFrame(rows, columns=cols)
     return df.astype({c: float for c in cols[1:]}) if not df.empty else df
@@ -157,13 +137,14 @@ def flip_frame(run: Run) -> pd.DataFrame:
     for j in judges:
         # the rubric is named only where one judge was measured under several
         name = judge_label(j["judge"], run) + (f" [{j.get('rubric')}]" if j["judge"] in several else "")
-        lo, hi = interval(j.get("flip_rate_ci"))
-        rows.append({"judge": name, "category": "all", "flip_rate": num(j.get("flip_rate")), "lo": lo, "hi": hi,
+        e = Estimate.from_dict(j.get("flip_rate"))
+        rows.append({"judge": name, "category": "all", "flip_rate": e.value, "lo": e.lo, "hi": e.hi,
                      "items": num(j.get("items"))})
-        for c in records(j.get("by_category") or {}, "category"):
-            lo, hi = interval(c.get("flip_rate_ci"))
-            rows.append({"judge": name, "category": str(c["category"]), "flip_rate": num(c.get("flip_rate")),
-                         "lo": lo, "hi": hi, "items": num(c.get("items"))})
+        by = j.get("by_category")
+        for cat, c in by.items() if isinstance(by, dict) else []:
+            e = Estimate.from_dict(c.get("flip_rate") if isinstance(c, dict) else None)
+            rows.append({"judge": name, "category": str(cat), "flip_rate": e.value, "lo": e.lo, "hi": e.hi,
+                         "items": num(c.get("items")) if isinstance(c, dict) else None})
     df = pd.DataFrame(rows, columns=["judge", "category", "flip_rate", "lo", "hi", "items"])
     return df.astype({"flip_rate": float, "lo": float, "hi": float, "items": float})
 
@@ -172,8 +153,20 @@ def pair_frame(run: Run) -> pd.DataFrame:
     rows = []
     for p in (run.get("agreement") or {}).get("pairs", []):
         rows.append({"a": judge_label(p["a"], run), "b": judge_label(p["b"], run), "n": num(p.get("n")),
-                     "cohen_kappa": num(p.get("cohen_kappa")), "gwet_ac1": num(p.get("gwet_ac1"))})
+                     "cohen_kappa": value(p.get("cohen_kappa")), "gwet_ac1": value(p.get("gwet_ac1"))})
     return pd.DataFrame(rows, columns=["a", "b", "n", "cohen_kappa", "gwet_ac1"])
+
+
+def paired_intervals(run: Run) -> dict[str, dict]:
+    """compare.json's paired targeted − global per metric: value, lo, hi (percentile interval of
+    the per-fold differences) and nb_lo, nb_hi (Nadeau–Bengio), for the fold-differences figure."""
+    out = {}
+    for m, p in ((run.get("compare") or {}).get("paired") or {}).items():
+        if isinstance(p, dict):
+            e = Estimate.from_dict(p)
+            out[m] = {"value": e.value, "lo": e.lo, "hi": e.hi, "nb_lo": num(p.get("nb_lo")),
+                      "nb_hi": num(p.get("nb_hi"))}
+    return out
 
 
 def fold_diff_frame(run: Run, a: str = "targeted", b: str = "global") -> pd.DataFrame:
@@ -199,10 +192,9 @@ def panel_error_frame(run: Run) -> pd.DataFrame:
     rows = []
     for r in (run.get("panel") or {}).get("judge_errors", []):
         for m in ("sensitivity", "specificity"):
-            est, gold = r.get(m) or {}, r.get(f"gold_{m}") or {}
-            rows.append({"judge": judge_label(r["judge"], run), "measure": m, "value": num(est.get("value")),
-                         "lo": num(est.get("lo")), "hi": num(est.get("hi")), "gold": num(gold.get("value")),
-                         "gold_lo": num(gold.get("lo")), "gold_hi": num(gold.get("hi"))})
+            est, gold = Estimate.from_dict(r.get(m)), Estimate.from_dict(r.get(f"gold_{m}"))
+            rows.append({"judge": judge_label(r["judge"], run), "measure": m, "value": est.value, "lo": est.lo,
+                         "hi": est.hi, "gold": gold.value, "gold_lo": gold.lo, "gold_hi": gold.hi})
     df = pd.DataFrame(rows, columns=["judge", "measure", "value", "lo", "hi", "gold", "gold_lo", "gold_hi"])
     return df[df["value"].notna()] if not df.empty else df
 METHODS = (("judge_only", "Judge only"), ("gold_only", "Gold only"), ("ppi", "PPI++"))
@@ -215,13 +207,13 @@ def estimate_frame(run: Run) -> pd.DataFrame:
         if not isinstance(g, dict):
             continue
         n_gold, n_items, eff = num(g.get("n_gold")), num(g.get("n_items")), num(g.get("effective_gold_n"))
-        label = f"{g['group']}\n{count(n_gold)} gold / {count(n_items)}" + (f"; eff. n {count(eff)}" if eff is not None else "")
+        label = (f"{g['group']}\n{count(n_gold)} gold / {count(n_items)}"
+                 + (f"; eff. n {count(eff)}" if eff is not None else ""))
         for m, _ in METHODS:
-            e = g.get(m) if isinstance(g.get(m), dict) else {}
-            lo, hi = interval(e)
-            rows.append({"group": str(g["group"]), "label": label, "method": m, "value": num(e.get("value")),
-                         "lo": lo, "hi": hi, "n_gold": n_gold, "n_items": n_items, "effective_gold_n": eff,
-                         "lambda": num(e.get("lambda")) if m == "ppi" else None})
+            e = Estimate.from_dict(g.get(m))
+            rows.append({"group": str(g["group"]), "label": label, "method": m, "value": e.value,
+                         "lo": e.lo, "hi": e.hi, "n_gold": n_gold, "n_items": n_items, "effective_gold_n": eff,
+                         "lambda": num(g.get("ppi_lambda")) if m == "ppi" else None})
     cols = ["group", "label", "method", "value", "lo", "hi", "n_gold", "n_items", "effective_gold_n", "lambda"]
     df = pd.DataFrame(rows, columns=cols)
     return df.astype({c: float for c in cols[3:]})
@@ -239,11 +231,11 @@ def unit_holds(unit: dict) -> dict[str, bool | None]:
     pols = t.get("policies") or {}
     out: dict[str, bool | None] = {}
     for m in ("faithfulness", "coverage"):
-        tv, gv = stat((pols.get("targeted") or {}).get(m)), stat((pols.get("global") or {}).get(m))
+        tv, gv = value((pols.get("targeted") or {}).get(m)), value((pols.get("global") or {}).get(m))
         if tv is not None and gv is not None:
             out[m] = tv >= gv
         else:
-            v = stat((t.get("paired") or {}).get(m))
+            v = value((t.get("paired") or {}).get(m))
             out[m] = None if v is None else v >= 0
     return out
 

@@ -9,11 +9,10 @@ generated corpus's construction truth, which categories are gated).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from memjudge.errors import InputError
 from memjudge.formats import decode_file
@@ -133,92 +132,65 @@ def _need(cond: bool, path: Path, what: str) -> None:
         raise InputError(path, what)
 
 
+def _estimates(path: Path, where: str, obj, keys) -> None:
+    """Each of `keys` in `obj`, when present, is an `Estimate` object ``{"value", "lo", "hi"}``
+    (or null). A bare number or a ``[lo, hi]`` pair is how older memjudge versions wrote some of
+    them: named as such, since the report would otherwise show the figure as missing."""
+    for k in keys:
+        v = obj.get(k) if isinstance(obj, dict) else None
+        if v is not None and not (isinstance(v, dict) and "value" in v):
+            raise InputError(path, f"{where}{k} is not an estimate {{\"value\", \"lo\", \"hi\"}} (written by an "
+                                   f"older memjudge? rerun the command that wrote {path.name})")
+
+
 def _validate(data: dict, files: dict) -> None:
-    """The few keys without which a part cannot be reported at all."""
+    """The few keys without which a part cannot be reported at all, and the shape of every
+    estimate the report prints (`Estimate`)."""
     if "noise" in data:
         j = data["noise"].get("judges")
         _need(isinstance(j, list) and all(isinstance(x, dict) and "judge" in x for x in j), files["noise"],
               "'judges' must be a list of objects with a 'judge' key")
+        for i, x in enumerate(j):
+            _estimates(files["noise"], f"judges[{i}].", x, ("flip_rate", "any_flip_rate"))
+            for cat, c in (x.get("by_category") or {}).items():
+                _estimates(files["noise"], f"judges[{i}].by_category.{cat}.", c, ("flip_rate",))
     if "agreement" in data:
-        p = data["agreement"].get("pairs", [])
+        agr = data["agreement"]
+        p = agr.get("pairs", [])
         _need(isinstance(p, list) and all(isinstance(x, dict) and "a" in x and "b" in x for x in p),
               files["agreement"], "'pairs' must be a list of objects with 'a' and 'b'")
+        _estimates(files["agreement"], "", agr, ("krippendorff_alpha", "fleiss_kappa"))
+        for i, x in enumerate(p):
+            _estimates(files["agreement"], f"pairs[{i}].", x, ("percent_agreement", "cohen_kappa", "gwet_ac1",
+                                                               "positive_agreement", "negative_agreement"))
+        for i, x in enumerate(agr.get("gold") or []):
+            _estimates(files["agreement"], f"gold[{i}].", x, ("accuracy", "cohen_kappa", "unsupported_precision",
+                                                              "unsupported_recall"))
     if "compare" in data:
         c = data["compare"]
         _need(isinstance(c.get("policies"), dict), files["compare"], "'policies' must be an object keyed by policy")
         for name, pol in c["policies"].items():
             _need(isinstance(pol, dict) and isinstance(pol.get("faithfulness"), dict), files["compare"],
-                  f"policy {name!r} has no 'faithfulness' {{mean, sd}}")
+                  f"policy {name!r} has no 'faithfulness' {{value, sd}}")
+            _estimates(files["compare"], f"policies.{name}.", pol, METRICS_ORDER)
+        _estimates(files["compare"], "paired.", c.get("paired"), METRICS_ORDER)
         _need(isinstance(c.get("folds_detail", []), list), files["compare"], "'folds_detail' must be a list")
     if "estimate" in data:
         g = data["estimate"].get("groups")
         _need(isinstance(g, list) and all(isinstance(x, dict) and "group" in x for x in g), files["estimate"],
               "'groups' must be a list of objects with a 'group' key")
+        for x in g:
+            _estimates(files["estimate"], f"groups[{x['group']}].", x, ("judge_only", "gold_only", "ppi"))
     if "robustness" in data:
-        rob = data["robustness"]
-        j = rob.get("units", rob.get("judges", []))
-        _need(isinstance(j, (list, dict)), files["robustness"], "'units' must be a list of objects")
+        j = data["robustness"].get("units", [])
+        _need(isinstance(j, list) and all(isinstance(x, dict) for x in j), files["robustness"],
+              "'units' must be a list of objects")
+        for i, x in enumerate(j):
+            _estimates(files["robustness"], f"units[{i}].", x, ("overall",))
     if "panel" in data:
         j = data["panel"].get("judge_errors")
         _need(isinstance(j, list) and all(isinstance(x, dict) and "judge" in x for x in j), files["panel"],
               "'judge_errors' must be a list of objects with a 'judge' key")
-
-
-def num(x) -> float | None:
-    """A finite number, or None (for null, NaN, strings, booleans)."""
-    if isinstance(x, dict):
-        for k in ("value", "estimate", "mean", "rate"):
-            if k in x:
-                return num(x[k])
-        return None
-    if isinstance(x, bool) or x is None:
-        return None
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def interval(x) -> tuple[float | None, float | None]:
-    """[lo, hi], {"lo", "hi"}, {"ci": [...]} or {"value", "ci"} -> (lo, hi)."""
-    if isinstance(x, dict):
-        if "ci" in x:
-            return interval(x["ci"])
-        if "lo" in x or "hi" in x:
-            return num(x.get("lo")), num(x.get("hi"))
-        return None, None
-    if isinstance(x, (list, tuple)) and len(x) == 2:
-        return num(x[0]), num(x[1])
-    return None, None
-
-
-def first_of(d: dict, keys: Iterable[str], default=None):
-    for k in keys:
-        if isinstance(d, dict) and k in d and d[k] is not None:
-            return d[k]
-    return default
-
-
-def stat(entry, key: str = "mean") -> float | None:
-    """One number of a {mean, sd, lo, hi, ...} entry (a policy's metric, a paired difference);
-    None when the entry is not an object or the number is missing."""
-    return num(entry.get(key)) if isinstance(entry, dict) else None
-
-
-def records(obj, key: str) -> list[dict]:
-    """A list of objects, or an object keyed by `key`'s value, as a list of dicts with `key`."""
-    if isinstance(obj, list):
-        return [r for r in obj if isinstance(r, dict)]
-    if isinstance(obj, dict):
-        out = []
-        for k, v in obj.items():
-            if isinstance(v, dict):
-                out.append({key: k, **v})
-            else:
-                out.append({key: k, "value": v})
-        return out
-    return []
 
 
 def gated_categories(run: Run) -> list[str]:
@@ -226,8 +198,6 @@ def gated_categories(run: Run) -> list[str]:
         g = (run.get(part) or {}).get("gate")
         if isinstance(g, list):
             return [str(x) for x in g]
-        if isinstance(g, str) and g and g != "auto":
-            return [x.strip() for x in g.split(",") if x.strip()]
     return []
 
 

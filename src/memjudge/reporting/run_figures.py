@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memjudge._util.text import num
 from memjudge.reporting.frames import (
     calibration_frame,
     emphasised_category,
@@ -12,12 +13,13 @@ from memjudge.reporting.frames import (
     flip_frame,
     fold_diff_frame,
     pair_frame,
+    paired_intervals,
     panel_error_frame,
     policy_points,
     support_rates,
     sweep_frame,
 )
-from memjudge.reporting.reader import Run, gated_categories, judge_label, num, simulated_gold
+from memjudge.reporting.reader import Run, gated_categories, judge_label, simulated_gold
 
 FIGURE_FILES = {
     "support_by_category": "fig_support_by_category.png",
@@ -93,7 +95,7 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
              "Pairwise Cohen's κ and Gwet's AC1 between judges. Data: agreement.json.")
     diffs = fold_diff_frame(run)
     if not diffs.empty:
-        save("fold_differences", F.fold_differences(diffs, (run.get("compare") or {}).get("paired")),
+        save("fold_differences", F.fold_differences(diffs, paired_intervals(run)),
              "Per-fold paired differences targeted − global (points), with the mean, the percentile interval and "
              "the Nadeau–Bengio interval. Data: compare.json (folds_detail, paired).")
     pe = panel_error_frame(run)

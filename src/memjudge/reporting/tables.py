@@ -8,6 +8,20 @@ import json
 
 import pandas as pd
 
+from memjudge._util.text import (
+    FOLD_INTERVAL,
+    MISSING,
+    PERSONA_INTERVAL,
+    coef,
+    count,
+    estimate,
+    num,
+    pct,
+    probability,
+    pts,
+    pvalue,
+)
+from memjudge.formats.estimate import Estimate
 from memjudge.reporting.blocks import (
     Bullets,
     FigureBlock,
@@ -15,14 +29,6 @@ from memjudge.reporting.blocks import (
     Note,
     Para,
     Table,
-    coef,
-    coef_ci,
-    count,
-    paired_ci,
-    pct,
-    pct_ci,
-    pts,
-    pvalue,
 )
 from memjudge.reporting.findings import config_line, estimate_sentence, ordering_summary
 from memjudge.reporting.frames import (
@@ -31,8 +37,10 @@ from memjudge.reporting.frames import (
     emphasised_category,
     fold_count,
     robustness_units,
+    sd,
     support_rates,
     unit_holds,
+    value,
 )
 from memjudge.reporting.reader import (
     METRIC_NAMES,
@@ -41,13 +49,27 @@ from memjudge.reporting.reader import (
     POLICY_NAMES,
     QUIET_PARTS,
     Run,
-    first_of,
     judge_label,
-    num,
-    records,
     simulated_gold,
-    stat,
 )
+
+
+def _with_ci(x, est) -> str:
+    """A full-sample rate in percent with the interval of its stored `Estimate` (write_all_ci)."""
+    e = Estimate.from_dict(est)
+    return estimate(Estimate(num(x), e.lo, e.hi))
+
+
+def mean_sd(entry) -> str:
+    """A fold mean ± SD ``{"value", "sd"}`` in percent."""
+    s = sd(entry)
+    return pct(value(entry)) + (f" ± {pct(s)}" if s is not None else "")
+
+
+def paired_ci(p) -> str:
+    """A paired difference (an `Estimate` with same_sign, nb_lo, nb_hi) in signed points, its
+    percentile interval in brackets."""
+    return estimate(Estimate.from_dict(p), pts)
 
 
 def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = None) -> Table:
@@ -60,15 +82,15 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
     rows = []
     wa = c.get("write_all") or {}
     wa_ci = c.get("write_all_ci") if isinstance(c.get("write_all_ci"), dict) else {}
-    rows.append(["Write-all (full sample)", pct_ci(wa.get("faithfulness"), wa_ci.get("faithfulness")),
-                 pct(wa.get("retention")), pct_ci(wa.get("coverage"), wa_ci.get("coverage")), "—", "—"])
+    # write_all_ci's estimates are the full-sample figures of write_all with their intervals
+    rows.append(["Write-all (full sample)", _with_ci(wa.get("faithfulness"), wa_ci.get("faithfulness")),
+                 pct(wa.get("retention")), _with_ci(wa.get("coverage"), wa_ci.get("coverage")), MISSING, MISSING])
     pols = c.get("policies") or {}
     gate = c.get("gate")
     gate_s = ", ".join(map(str, gate)) if isinstance(gate, list) else (str(gate) if gate else "")
 
     def ms(pol, m):
-        sd = stat(pol.get(m), "sd")
-        return pct(stat(pol.get(m))) + (f" ± {pct(sd)}" if sd is not None else "")
+        return mean_sd(pol.get(m))
 
     for name in [n for n in ("global", "targeted", "per_category") if n in pols] + \
                 [n for n in pols if n not in ("write_all", "global", "targeted", "per_category")]:
@@ -86,7 +108,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
         ch = vs_wa[name] if isinstance(vs_wa[name], dict) else {}
         rows.append([f"{POLICY_NAMES.get(name, name)} − write-all (paired)", paired_ci(ch.get("faithfulness")),
                      paired_ci(ch.get("retention")), paired_ci(ch.get("coverage")), "", ""])
-        counts = [f"{METRIC_NAMES[m]} {int(num(ch[m]['same_sign']))}/{n_folds}" for m in METRICS_ORDER
+        counts = [f"{METRIC_NAMES[m]} {count(ch[m]['same_sign'])}/{n_folds}" for m in METRICS_ORDER
                   if isinstance(ch.get(m), dict) and num(ch[m].get("same_sign")) is not None and n_folds]
         if counts:
             same.append(f"{POLICY_NAMES.get(name, name).lower()}: " + ", ".join(counts))
@@ -100,7 +122,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
         if p and num(p.get("nb_lo")) is not None and num(p.get("nb_hi")) is not None:
             s = f"{METRIC_NAMES[m]} {pts(p['nb_lo'])} to {pts(p['nb_hi'])}"
             if num(p.get("same_sign")) is not None and n_folds:
-                s += f" (same sign in {int(num(p['same_sign']))}/{n_folds} folds)"
+                s += f" (same sign in {count(p['same_sign'])}/{n_folds} folds)"
             nb.append(s)
     notes = ("Entries are fold means ± standard deviations over held-out folds, in percent; Δ columns are changes "
              "of the fold mean against write-all in points. Write-all is the fixed full-sample reference"
@@ -121,7 +143,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
     if run_notes:
         notes += " Notes: " + "; ".join(run_notes) + "."
     elif c.get("write_all") is not None and num((c.get("write_all") or {}).get("coverage")) is None:
-        notes += " No coverage file was given, so coverage is n/a."
+        notes += f" No coverage file was given, so coverage is {MISSING}."
     cap = f"Table {number}. Held-out retention policies{judge_note}. Data: compare.json — {config_line(c, run)}."
     return Table(cap, header, rows, notes)
 
@@ -148,9 +170,7 @@ def table1_ppi(t: Table, c: dict, simulated: bool = False) -> Table:
         elif key == "paired":
             cell = paired_ci((gold.get("paired") or {}).get("ppi"))
         elif key is not None:
-            ppi = (gold["policies"].get(key) or {}).get("ppi")
-            sd = stat(ppi, "sd")
-            cell = pct(stat(ppi)) + (f" ± {pct(sd)}" if sd is not None else "")
+            cell = mean_sd((gold["policies"].get(key) or {}).get("ppi"))
         else:
             cell = ""
         rows.append(r[:2] + [cell] + r[2:])
@@ -171,8 +191,8 @@ def noise_tables(run: Run) -> list[Table]:
     noise = run.get("noise") or {}
     judges = noise.get("judges", [])
     rows = [[judge_label(j["judge"], run), str(j.get("rubric", "")), count(j.get("items")), count(j.get("replicates")),
-             count(j.get("excluded_null")), pct_ci(j.get("flip_rate"), j.get("flip_rate_ci")),
-             pct_ci(j.get("any_flip_rate"), j.get("any_flip_rate_ci"))] for j in judges]
+             count(j.get("excluded_null")), estimate(Estimate.from_dict(j.get("flip_rate"))),
+             estimate(Estimate.from_dict(j.get("any_flip_rate")))] for j in judges]
     out = [Table("Judge re-score noise. Data: noise.json (labels with ≥ 2 valid replicates per item).",
                  ["Judge", "Rubric", "Items", "Replicates", "Excluded null", "Flip rate (%) [95% CI]",
                   "Items with any flip (%) [95% CI]"], rows,
@@ -185,8 +205,8 @@ def noise_tables(run: Run) -> list[Table]:
             row = [c]
             for j in judges:
                 d = (j.get("by_category") or {}).get(c)
-                row.append(pct_ci(d.get("flip_rate"), d.get("flip_rate_ci")) + f" (n={count(d.get('items'))})"
-                           if isinstance(d, dict) else "—")
+                row.append(estimate(Estimate.from_dict(d.get("flip_rate"))) + f" (n={count(d.get('items'))})"
+                           if isinstance(d, dict) else MISSING)
             crow.append(row)
         out.append(Table("Flip rate by category, % [95% CI] (items). Data: noise.json.",
                          ["Category"] + [judge_label(j["judge"], run) for j in judges], crow))
@@ -198,18 +218,16 @@ def agreement_tables(run: Run) -> list[Table]:
     out = []
     rows = []
     for p in agr.get("pairs", []):
-        ci = p.get("ci") or {}
         rows.append([judge_label(p["a"], run), judge_label(p["b"], run), count(p.get("n")),
-                     pct_ci(p.get("percent_agreement"), ci.get("percent_agreement")),
-                     coef_ci(p.get("cohen_kappa"), ci.get("cohen_kappa")),
-                     coef_ci(p.get("gwet_ac1"), ci.get("gwet_ac1")),
-                     coef(p.get("positive_agreement")), coef(p.get("negative_agreement"))])
+                     estimate(Estimate.from_dict(p.get("percent_agreement"))),
+                     estimate(Estimate.from_dict(p.get("cohen_kappa")), coef),
+                     estimate(Estimate.from_dict(p.get("gwet_ac1")), coef),
+                     coef(value(p.get("positive_agreement"))), coef(value(p.get("negative_agreement")))])
     notes = []
     for key, name in (("krippendorff_alpha", "Krippendorff's α (nominal, all judges)"),
                       ("fleiss_kappa", "Fleiss' κ (items every judge labelled)")):
         if key in agr:
-            v = agr[key]
-            notes.append(f"{name}: {coef_ci(v, v) if isinstance(v, dict) else coef(v)}")
+            notes.append(f"{name}: {estimate(Estimate.from_dict(agr[key]), coef)}")
     if agr.get("items") is not None:
         notes.append(f"items: {count(agr['items'])}")
     if rows or notes:
@@ -222,9 +240,9 @@ def agreement_tables(run: Run) -> list[Table]:
         out.append(Table("Judges against gold labels. Data: agreement.json.",
                          ["Judge", "n", "Accuracy (%)", "Cohen's κ", "Precision of unsupported",
                           "Recall of unsupported"],
-                         [[judge_label(g.get("judge"), run), count(g.get("n")), pct(g.get("accuracy")),
-                           coef(g.get("cohen_kappa")), coef(g.get("unsupported_precision")),
-                           coef(g.get("unsupported_recall"))] for g in gold if isinstance(g, dict)]))
+                         [[judge_label(g.get("judge"), run), count(g.get("n")), pct(value(g.get("accuracy"))),
+                           coef(value(g.get("cohen_kappa"))), coef(value(g.get("unsupported_precision"))),
+                           coef(value(g.get("unsupported_recall")))] for g in gold if isinstance(g, dict)]))
     return out
 
 
@@ -235,8 +253,7 @@ def panel_blocks(run: Run, figures: dict) -> list:
         return []
 
     def ci(e):
-        e = e if isinstance(e, dict) else {}
-        return coef_ci(e.get("value"), [e.get("lo"), e.get("hi")])
+        return estimate(Estimate.from_dict(e), coef)
 
     out: list = [Heading("Judge panel")]
     if pan.get("simulated"):
@@ -261,7 +278,7 @@ def panel_blocks(run: Run, figures: dict) -> list:
             row += [ci(r.get("gold_sensitivity")), ci(r.get("gold_specificity"))]
         rows.append(row)
     defs = pan.get("definitions") or {}
-    if not any(num((r.get("sensitivity") or {}).get("value")) is not None for r in errs):
+    if not any(value(r.get("sensitivity")) is not None for r in errs):
         out.append(Para("Majority vote has no latent model, so it estimates no error rates "
                         "(memjudge panel --method dawid-skene or one-coin does)."))
         return out
@@ -300,7 +317,8 @@ def robustness_tables(run: Run) -> list[Table]:
             row = [c]
             for j in judges:
                 r = rates[(rates["judge"] == j) & (rates["category"] == c)]
-                row.append(pct_ci(r["rate"].iloc[0], [r["lo"].iloc[0], r["hi"].iloc[0]]) if not r.empty else "—")
+                row.append(estimate(Estimate(r["rate"].iloc[0], r["lo"].iloc[0], r["hi"].iloc[0]))
+                           if not r.empty else MISSING)
             rows.append(row)
         overall = {}  # column name as in support_rates → the unit's overall rate
         for u in units:
@@ -308,29 +326,29 @@ def robustness_tables(run: Run) -> list[Table]:
                 overall[judge_label(u["judge"], run) if primary_only else u["label"]] = u["overall"]
         if overall:
             rows.append(["Overall (all categories)"] + [
-                pct_ci(overall[j]["rate"], (overall[j]["lo"], overall[j]["hi"])) if j in overall else "—"
+                estimate(overall[j]) if j in overall else MISSING
                 for j in judges])
-        out.append(Table("Support by category and overall, % [95% CI]. Data: robustness.json (persona-cluster "
-                         "bootstrap).", ["Category"] + judges, rows,
+        out.append(Table(f"Support by category and overall, % [{PERSONA_INTERVAL}]. Data: robustness.json.",
+                         ["Category"] + judges, rows,
                          "Support rate = supported / valid verdicts"
                          + (" (strict binary: verdicts other than supported/unsupported left out)"
                             if rob.get("strict_binary") else
                             "; a verdict other than supported/unsupported (e.g. partial) counts as not supported")
                          + "."))
-    yn = {True: "yes", False: "no", None: "n/a"}
+    yn = {True: "yes", False: "no", None: MISSING}
     jrows = []
     for u in units:
         low = u["lowest"]
         rate = next((c["rate"] for c in u["categories"] if c["category"] == low), None)
-        low_s = f"{low} ({pct(rate)}%)" if rate is not None else (str(low) if low else "n/a")
+        low_s = f"{low} ({pct(rate)}%)" if rate is not None else (str(low) if low else MISSING)
         t = u["table"] or {}
         pols, paired = t.get("policies") or {}, t.get("paired") or {}
 
         def mean(pol, m="faithfulness"):
-            return pct(stat((pols.get(pol) or {}).get(m)))
+            return pct(value((pols.get(pol) or {}).get(m)))
 
         h = unit_holds(u)
-        jrows.append([u["label"], low_s, ", ".join(u["gated"] or []) or "n/a", coef(u["p_gated_lowest"]),
+        jrows.append([u["label"], low_s, ", ".join(u["gated"] or []) or MISSING, probability(u["p_gated_lowest"]),
                       f"{mean('global')} / {mean('targeted')}", paired_ci(paired.get("faithfulness")),
                       paired_ci(paired.get("coverage")),
                       yn[h["faithfulness"]], yn[h["coverage"]]])
@@ -340,21 +358,18 @@ def robustness_tables(run: Run) -> list[Table]:
                           "Faith. global / targeted (%)", "Targeted − global faith. (pts)",
                           "Targeted − global coverage (pts)", "Targeted ≥ global: faith.", "coverage"], jrows,
                          "Thresholds refit under each judge's labels; faithfulness are held-out fold means; "
-                         "brackets are paired 95% intervals (percentiles of per-fold differences); P(gated is "
-                         "lowest) is the persona-bootstrap probability. " + (ordering_summary(run) or "")))
-    tau = first_of(rob, ("kendall", "kendall_tau_b", "kendall_tau", "tau_b"))
+                         f"brackets: {FOLD_INTERVAL}; P(gated is lowest): the share of persona-bootstrap "
+                         "resamples in which a gated category has the lowest support (a fraction). "
+                         + (ordering_summary(run) or "")))
     trows = []
-    for t in records(tau, "pair") if isinstance(tau, (list, dict)) else []:
-        a, b = first_of(t, ("judge_a", "a")), first_of(t, ("judge_b", "b"))
+    for t in rob.get("kendall") or []:
+        a, b = (t.get("judge_a"), t.get("judge_b")) if isinstance(t, dict) else (None, None)
         if a is not None and b is not None:
-            trows.append([judge_label(a, run), judge_label(b, run), coef(first_of(t, ("tau", "tau_b", "value"))),
+            trows.append([judge_label(a, run), judge_label(b, run), coef(t.get("tau")),
                           pvalue(t.get("p_value")), count(t.get("n_categories"))])
     if trows:
         out.append(Table("Kendall's τ-b between judges' category support rates. Data: robustness.json.",
                          ["Judge A", "Judge B", "τ-b", "p-value", "Categories"], trows))
-    elif num(tau) is not None:
-        out.append(Table("Kendall's τ-b between judges' category support rates. Data: robustness.json.",
-                         ["Statistic", "Value"], [["τ-b", coef(tau)]]))
     return out
 
 
@@ -366,7 +381,7 @@ def calibration_table(run: Run) -> Table | None:
         return None
     sub = cal[cal["category"] == cat].sort_values("lo", kind="stable")
     rows = [[coef(r.lo, 2) if r.lo == r.hi else f"{coef(r.lo, 2)}–{coef(r.hi, 2)}", count(r.n),
-             pct_ci(r.rate, [r.ci_lo, r.ci_hi])] for r in sub.itertuples()]
+             estimate(Estimate(r.rate, r.ci_lo, r.ci_hi))] for r in sub.itertuples()]
     judge = (run.get("calibration") or {}).get("judge")
     jn = f" (judge {judge_label(judge, run)})" if judge else ""
     return Table(f"Calibration of the {cat} category{jn}: support by confidence bin. Data: calibration.json.",
@@ -403,12 +418,12 @@ def corrected_section(run: Run, figures: dict) -> list:
         for g in groups:
             rows.append([str(g.get("group")), count(g.get("n_items")), count(g.get("n_gold")),
                          pct(g.get("judge_accuracy_on_gold")),
-                         *[pct_ci((g.get(m) or {}).get("value"), g.get(m)) for m, _ in METHODS],
-                         coef((g.get("ppi") or {}).get("lambda"), 2), count(g.get("effective_gold_n"))])
+                         *[estimate(Estimate.from_dict(g.get(m))) for m, _ in METHODS],
+                         coef(g.get("ppi_lambda"), 2), count(g.get("effective_gold_n"))])
         blocks.append(Table("Support rate three ways, % [95% CI]. Data: estimate.json.",
                             ["Group", "Items", "Gold", "Judge accuracy on gold (%)", "Judge only", "Gold only",
                              "PPI++", "λ", "Effective gold n"], rows,
-                            "λ = 1 is plain PPI, λ = 0 gold only. n/a: undefined (e.g. a group without gold)."))
+                            f"λ = 1 is plain PPI, λ = 0 gold only. {MISSING}: undefined (e.g. a group without gold)."))
         if "ppi_forest" in figures:
             blocks.append(FigureBlock(*figures["ppi_forest"]))
         sentences = [s for s in (estimate_sentence(g, simulated) for g in groups) if s]
