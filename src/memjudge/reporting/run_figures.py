@@ -35,7 +35,7 @@ FIGURE_FILES = {
 
 def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, tuple[Path, str]]:
     """Render every figure the run's data allows; returns name -> (path, caption)."""
-    from memjudge.reporting import figures as F
+    import memjudge.reporting.figures as F
 
     dpi = dpi or F.DPI
     made: dict[str, tuple[Path, str]] = {}
@@ -111,7 +111,7 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
 
 
 def corrected_figures(run: Run, save) -> None:
-    from memjudge.reporting import figures as F
+    import memjudge.reporting.figures as F
 
     est = estimate_frame(run)
     if not est.empty and est["value"].notna().any():

@@ -260,8 +260,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
     inclusion probabilities weight the estimators (default: the gold file's own, if it has
     them). ``half_width``: also plan how many gold items reach that PPI++ half-width.
     """
-    from memjudge.comparison import select_verdicts
     from memjudge.stats.bootstrap import cluster_weights
+    from memjudge.comparison import select_verdicts
     from memjudge.stats.ppi import planned_gold_n, three_estimates
 
     if interval not in ("bootstrap", "clt"):
