@@ -371,18 +371,18 @@ def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate:
     overall_rows = []
     if len(raters) >= 2:
         coinc = cluster_sums(pers, unit_coincidences(onehot).reshape(n_items, q * q), n_p)
-        point = krippendorff_alpha_nominal(coinc.sum(axis=0).reshape(q, q))
-        reps = krippendorff_alpha_nominal((W @ coinc).reshape(-1, q, q)) if W is not None else None
+        alpha = krippendorff_alpha_nominal(coinc.sum(axis=0).reshape(q, q))
+        alpha_reps = krippendorff_alpha_nominal((W @ coinc).reshape(-1, q, q)) if W is not None else None
         units = int(((onehot.sum(axis=1)) >= 2).sum())
-        overall_rows.append(_overall_row("krippendorff_alpha", units, point, reps))
+        overall_rows.append(_overall_row("krippendorff_alpha", units, alpha, alpha_reps))
 
         complete = (X >= 0).all(axis=1)
         m = len(raters)
         stats = np.column_stack([np.ones(complete.sum()), (onehot[complete] ** 2).sum(axis=1), onehot[complete]])
         fsum = cluster_sums(pers[complete], stats, n_p)
-        point = fleiss_kappa_from_sums(*_fleiss_args(fsum.sum(axis=0)), m)
-        reps = fleiss_kappa_from_sums(*_fleiss_args(W @ fsum), m) if W is not None else None
-        overall_rows.append(_overall_row("fleiss_kappa", int(complete.sum()), point, reps))
+        fleiss = fleiss_kappa_from_sums(*_fleiss_args(fsum.sum(axis=0)), m)
+        fleiss_reps = fleiss_kappa_from_sums(*_fleiss_args(W @ fsum), m) if W is not None else None
+        overall_rows.append(_overall_row("fleiss_kappa", int(complete.sum()), fleiss, fleiss_reps))
     overall = pd.DataFrame(overall_rows, columns=["measure", "units", "value", "lo", "hi"])
 
     # --- against gold --------------------------------------------------------------------
@@ -438,7 +438,7 @@ def _declared_labels(label_set) -> list[str]:
     return names
 
 
-def _fleiss_args(sums: np.ndarray):
+def _fleiss_args(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sums[..., 0], sums[..., 1], sums[..., 2:]
 
 

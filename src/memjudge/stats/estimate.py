@@ -111,7 +111,7 @@ def read_gold_file(path) -> Gold:
 # ---------------------------------------------------------------------------------------
 # sample design (inclusion probabilities)
 
-def _stratum_keys(by: list[str], category: pd.Series, verdict: pd.Series) -> pd.Series:
+def _stratum_keys(by: str | list[str], category: pd.Series, verdict: pd.Series) -> pd.Series:
     from memjudge.stats.sampling import stratum_key
 
     return stratum_key(by, category, verdict)
@@ -332,7 +332,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
             notes.append(f"{len(empty)} stratum/strata of the sample have no gold item ({', '.join(empty[:5])}"
                          f"{', ...' if len(empty) > 5 else ''}): gold only does not represent their items and "
                          f"PPI++ sees them only through the judge; label some of them")
-    weighted = w_gold is not None and (np.ptp(w_gold[gold_mask]) > 1e-12 or np.ptp(w_unl) > 1e-12)
+    weighted = w_gold is not None and w_unl is not None and (np.ptp(w_gold[gold_mask]) > 1e-12
+                                                             or np.ptp(w_unl) > 1e-12)
 
     personas = np.array(sorted(items["persona_id"].unique()), dtype=object)
     pcode = np.searchsorted(personas, items["persona_id"].to_numpy(dtype=object)).astype(np.int64)

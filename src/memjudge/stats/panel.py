@@ -51,7 +51,7 @@ all items, so the panel judge does not change with a reporting option.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -547,7 +547,8 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
         iterations, converged = 0, True
         decided = vidx[vidx >= 0]  # the prior of a majority panel: the shares of its verdicts
         prior = {c: _est(float(np.mean(decided == k)) if len(decided) else np.nan) for k, c in enumerate(classes)}
-        judge_errors = [{"judge": j, "sensitivity": _est(np.nan), "specificity": _est(np.nan)} for j in names]
+        judge_errors: list[dict[str, Any]] = [{"judge": j, "sensitivity": _est(np.nan), "specificity": _est(np.nan)}
+                                              for j in names]
         notes.append("majority vote has no latent model: sensitivity and specificity are estimated by "
                      "--method dawid-skene or one-coin")
     else:
@@ -587,7 +588,7 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
     elif by == "category":
         notes.append("--by category needs --method dawid-skene or one-coin (majority estimates no error rates)")
 
-    gold_out = None
+    gold_out: dict[str, Any] | None = None
     if gold is not None:
         if gold["assertion_id"].duplicated().any():
             # several annotators per item (memjudge annotate): the strict majority; a tie is no gold
@@ -619,7 +620,8 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
     verdicts = [classes[k] if k >= 0 else None for k in verdict_idx]
     n_valid = (rs.Y >= 0).sum(axis=1)
     counts = R.sum(axis=1)
-    errors, rationale = [], []
+    errors: list[str | None] = []
+    rationale: list[str | None] = []
     for i in range(n):
         tally = ", ".join(f"{c} {int(counts[i, k])}" for k, c in enumerate(classes) if counts[i, k])
         rationale.append(f"{method} over {n_valid[i]} of {J} judges ({tally})" if n_valid[i] else None)
