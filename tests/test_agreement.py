@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from memjudge.errors import UsageError
 from memjudge.stats.agreement import agreement, pair_coefficients
 from memjudge.stats.bootstrap import cluster_weights, percentile_interval
-from memjudge.errors import UsageError
 
 TEST_DATA = Path(__file__).parent / "data" / "agreement_samples"
 SYNTHPAI_SAMPLE = TEST_DATA / "synthpai_predictions_sample.csv.gz"
@@ -69,9 +69,9 @@ def same(value, reference, tol=1e-9) -> bool:
 
 def check_references(labels: pd.DataFrame, res) -> None:
     """Every point figure equals its reference implementation (AC1: irrCAC's 5 decimals)."""
+    import krippendorff
     from irrCAC.raw import CAC
     from sklearn.metrics import cohen_kappa_score
-    import krippendorff
     from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
     valid = labels[labels["verdict"].notna()]
@@ -224,7 +224,7 @@ def test_missing_verdicts_are_excluded_and_alpha_uses_pairable_units():
     assert res.overall.set_index("measure").loc["fleiss_kappa", "units"] == 2
     data = np.full((3, 8), np.nan)
     code = {S: 0, U: 1}
-    for item, _, judge, v, *rest in rows:
+    for item, _, judge, v, *_rest in rows:
         if v is not None:
             data["ABC".index(judge), int(item[1:]) - 1] = code[v]
     alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
@@ -416,7 +416,8 @@ def test_cli_one_judge_without_gold_is_a_usage_error(cli, tmp_path):
 # property: random designs with missing verdicts
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -9,7 +9,12 @@ import pytest
 from memjudge._util.text import coef, estimate, with_interval
 from memjudge.formats.estimate import Estimate
 from memjudge.stats.bootstrap import (
-    cluster_counts, cluster_sums, cluster_weights, interval_pairs, percentile_estimate, percentile_interval,
+    cluster_counts,
+    cluster_sums,
+    cluster_weights,
+    interval_pairs,
+    percentile_estimate,
+    percentile_interval,
     ratio_interval,
 )
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import memjudge
-from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.cli import main
+from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.stats.ppi import ppi_mean_point, three_estimates
 
 ppi_py = pytest.importorskip("ppi_py")

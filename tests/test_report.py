@@ -354,7 +354,7 @@ def test_findings_state_the_results_in_the_json(rendered):
 
 def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
     c = load(run, "compare.json")
-    for m, p in c["paired"].items():
+    for p in c["paired"].values():
         p["value"], p["lo"], p["hi"] = -p["value"], -p["hi"], -p["lo"]
     c["paired"]["retention"].update(value=0.00004, lo=-0.01, hi=0.01)
     save(run, "compare.json", c)

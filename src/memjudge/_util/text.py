@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MISSING = "—"
 # How an interval is labelled wherever one is shown (report and CLI text alike): the percentile

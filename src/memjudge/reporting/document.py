@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from memjudge._util.text import MISSING, coef, count, num, pct
 from memjudge.errors import UsageError

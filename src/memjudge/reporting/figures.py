@@ -10,8 +10,8 @@ readers, and every series is also told apart by marker or hatch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -209,7 +209,9 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
     ax.grid(axis="x", color="#E5E5E5", linewidth=0.6)
     view_x, view_y = [], []
     # A sweep is a path through thresholds, so it is drawn in threshold order (−∞ first).
-    order = lambda df: df.assign(_t=df["threshold"].fillna(-np.inf)).sort_values("_t", kind="stable")
+    def order(df):
+        return df.assign(_t=df["threshold"].fillna(-np.inf)).sort_values("_t", kind="stable")
+
     zoom = floor is not None and not sweep.empty and sweep["retention"].notna().any()
     lowest_shown = max(0.0, floor - 0.25) if zoom else None
     if not sweep.empty:
@@ -550,7 +552,7 @@ def panel_error_rates(errors: pd.DataFrame, title: str | None = None) -> Figure:
             finite = vals[np.isfinite(vals)]
             low = max(0.0, float(finite.min()) - 0.03) if finite.size else 0.0
             ax.plot([low, 1], [low, 1], color=NEUTRAL, linewidth=0.8, linestyle="--", label="estimate = measured")
-            for i, r in enumerate(d.itertuples(index=False)):
+            for r in d.itertuples(index=False):
                 colour = styles[r.judge][0]
                 ax.errorbar(r.gold, r.value, yerr=_yerr(r.value, r.lo, r.hi), xerr=_yerr(r.gold, r.gold_lo, r.gold_hi),
                             fmt=MARKERS[judges.index(r.judge) % len(MARKERS)], color=colour, ecolor=colour,

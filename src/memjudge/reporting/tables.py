@@ -343,13 +343,10 @@ def robustness_tables(run: Run) -> list[Table]:
         low_s = f"{low} ({pct(rate)}%)" if rate is not None else (str(low) if low else MISSING)
         t = u["table"] or {}
         pols, paired = t.get("policies") or {}, t.get("paired") or {}
-
-        def mean(pol, m="faithfulness"):
-            return pct(value((pols.get(pol) or {}).get(m)))
-
+        faith = {p: pct(value((pols.get(p) or {}).get("faithfulness"))) for p in ("global", "targeted")}
         h = unit_holds(u)
         jrows.append([u["label"], low_s, ", ".join(u["gated"] or []) or MISSING, probability(u["p_gated_lowest"]),
-                      f"{mean('global')} / {mean('targeted')}", paired_ci(paired.get("faithfulness")),
+                      f"{faith['global']} / {faith['targeted']}", paired_ci(paired.get("faithfulness")),
                       paired_ci(paired.get("coverage")),
                       yn[h["faithfulness"]], yn[h["coverage"]]])
     if jrows:

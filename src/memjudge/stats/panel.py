@@ -50,8 +50,9 @@ all items, so the panel judge does not change with a reporting option.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -237,7 +238,6 @@ def fit_em(R: np.ndarray, method: str = "dawid-skene", weights: np.ndarray | Non
     row of `weights` (B, n) (item weights; None: one fit with every weight 1). Runs on the
     response patterns (`response_patterns`); `q` is returned per item."""
     P, inverse = response_patterns(R)
-    n = R.shape[0]
     if weights is None:
         wp = np.bincount(inverse, minlength=P.shape[0]).astype(float)[None, :]
     else:
