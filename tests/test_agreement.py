@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from memjudge.errors import UsageError
 from memjudge.stats.agreement import agreement, pair_coefficients
 from memjudge.stats.bootstrap import cluster_weights, percentile_interval
-from memjudge.errors import UsageError
 
 TEST_DATA = Path(__file__).parent / "data" / "agreement_samples"
 SYNTHPAI_SAMPLE = TEST_DATA / "synthpai_predictions_sample.csv.gz"
@@ -21,8 +21,9 @@ SYNTHPAI_VERDICT = {1.0: "supported", 0.0: "unsupported", 0.5: "partial"}
 
 AGREEMENT_KEYS = {"judges", "items", "pairs", "krippendorff_alpha", "fleiss_kappa", "gold"}
 PAIR_KEYS = {"a", "b", "n", "percent_agreement", "cohen_kappa", "gwet_ac1", "positive_agreement",
-             "negative_agreement", "confusion", "ci"}
-PAIR_CI_KEYS = {"percent_agreement", "cohen_kappa", "gwet_ac1"}
+             "negative_agreement", "confusion"}
+PAIR_CI_KEYS = {"percent_agreement", "cohen_kappa", "gwet_ac1", "positive_agreement", "negative_agreement"}
+NULL = {"value": None, "lo": None, "hi": None}
 GOLD_KEYS = {"judge", "n", "accuracy", "cohen_kappa", "unsupported_precision", "unsupported_recall"}
 
 
@@ -68,9 +69,9 @@ def same(value, reference, tol=1e-9) -> bool:
 
 def check_references(labels: pd.DataFrame, res) -> None:
     """Every point figure equals its reference implementation (AC1: irrCAC's 5 decimals)."""
+    import krippendorff
     from irrCAC.raw import CAC
     from sklearn.metrics import cohen_kappa_score
-    import krippendorff
     from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
     valid = labels[labels["verdict"].notna()]
@@ -223,7 +224,7 @@ def test_missing_verdicts_are_excluded_and_alpha_uses_pairable_units():
     assert res.overall.set_index("measure").loc["fleiss_kappa", "units"] == 2
     data = np.full((3, 8), np.nan)
     code = {S: 0, U: 1}
-    for item, _, judge, v, *rest in rows:
+    for item, _, judge, v, *_rest in rows:
         if v is not None:
             data["ABC".index(judge), int(item[1:]) - 1] = code[v]
     alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
@@ -248,7 +249,7 @@ def test_majority_vote_and_ties():
     r0 = agreement(labels, replicate=0, B=50)
     assert r0.pairs.iloc[0]["n"] == 4 and r0.pairs.iloc[0]["percent_agreement"] == 0.5
     r1 = agreement(labels, replicate=1, B=50)  # B has no replicate 1: no shared items
-    assert r1.pairs.iloc[0]["n"] == 0 and r1.to_json()["pairs"][0]["cohen_kappa"] is None
+    assert r1.pairs.iloc[0]["n"] == 0 and r1.to_json()["pairs"][0]["cohen_kappa"]["value"] is None
 
 
 def test_one_label_only_is_undefined_not_nan():
@@ -256,11 +257,11 @@ def test_one_label_only_is_undefined_not_nan():
     res = agreement(_frame(rows), B=50)
     js = res.to_json()
     pair = js["pairs"][0]
-    assert pair["percent_agreement"] == 1.0
-    assert pair["cohen_kappa"] is None and pair["gwet_ac1"] is None
-    assert pair["ci"]["cohen_kappa"] == [None, None]
-    assert pair["negative_agreement"] is None and pair["positive_agreement"] == 1.0
-    assert js["krippendorff_alpha"] is None and js["fleiss_kappa"] is None
+    assert pair["percent_agreement"]["value"] == 1.0
+    assert pair["cohen_kappa"]["value"] is None and pair["gwet_ac1"]["value"] is None
+    assert pair["cohen_kappa"] == NULL
+    assert pair["negative_agreement"]["value"] is None and pair["positive_agreement"]["value"] == 1.0
+    assert js["krippendorff_alpha"]["value"] is None and js["fleiss_kappa"]["value"] is None
     assert "NaN" not in json.dumps(js)
 
 
@@ -268,8 +269,8 @@ def test_single_persona_has_point_estimates_but_no_interval():
     rows = [(i, "only", j, v) for (i, _, j, v) in HAND]
     res = agreement(_frame(rows), B=50)
     js = res.to_json()
-    assert js["pairs"][0]["cohen_kappa"] == pytest.approx(1 / 6)
-    assert js["pairs"][0]["ci"] == {"percent_agreement": [None, None], "cohen_kappa": [None, None], "gwet_ac1": [None, None]}
+    assert js["pairs"][0]["cohen_kappa"]["value"] == pytest.approx(1 / 6)
+    assert all((js["pairs"][0][m]["lo"], js["pairs"][0][m]["hi"]) == (None, None) for m in PAIR_CI_KEYS)
     assert any("fewer than two personas" in n for n in res.notes)
 
 
@@ -288,10 +289,11 @@ def test_gold_against_sklearn():
     g = res.to_json()["gold"][0]
     t, j = truth[:300], judged[:300]
     assert g["judge"] == "J" and g["n"] == 300
-    assert g["accuracy"] == pytest.approx(accuracy_score(t, j), abs=1e-12)
-    assert g["cohen_kappa"] == pytest.approx(cohen_kappa_score(j, t), abs=1e-9)
-    assert g["unsupported_precision"] == pytest.approx(precision_score(t, j, labels=[U], average="micro"), abs=1e-12)
-    assert g["unsupported_recall"] == pytest.approx(recall_score(t, j, labels=[U], average="micro"), abs=1e-12)
+    assert g["accuracy"]["value"] == pytest.approx(accuracy_score(t, j), abs=1e-12)
+    assert g["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(j, t), abs=1e-9)
+    assert g["unsupported_precision"]["value"] == pytest.approx(precision_score(t, j, labels=[U], average="micro"),
+                                                                abs=1e-12)
+    assert g["unsupported_recall"]["value"] == pytest.approx(recall_score(t, j, labels=[U], average="micro"), abs=1e-12)
     row = res.gold.iloc[0]
     assert row["accuracy_lo"] < row["accuracy"] < row["accuracy_hi"]
     assert res.to_json()["pairs"] == []  # one judge: nothing to pair, gold still scored
@@ -373,10 +375,10 @@ def test_cli_json_has_exactly_the_issue_keys_and_out_writes_file(cli, tmp_path):
     assert set(js) == AGREEMENT_KEYS
     assert js["judges"] == ["wid_0", "wid_1", "wid_2"] and len(js["pairs"]) == 3
     for p in js["pairs"]:
-        assert set(p) == PAIR_KEYS and set(p["ci"]) == PAIR_CI_KEYS
-        assert all(0 <= v <= 1 for v in (p["percent_agreement"], p["positive_agreement"], p["negative_agreement"]))
+        assert set(p) == PAIR_KEYS and all(set(p[m]) == {"value", "lo", "hi"} for m in PAIR_CI_KEYS)
+        assert all(0 <= p[m]["value"] <= 1 for m in ("percent_agreement", "positive_agreement", "negative_agreement"))
     assert [set(g) for g in js["gold"]] == [GOLD_KEYS] * 3
-    assert js["gold"][0]["accuracy"] == 1.0
+    assert js["gold"][0]["accuracy"]["value"] == 1.0
     assert json.loads((run / "agreement.json").read_text()) == js
     direct = agreement(labels, gold=pd.read_csv(gold), B=300).to_json()
     assert direct == js
@@ -414,7 +416,8 @@ def test_cli_one_judge_without_gold_is_a_usage_error(cli, tmp_path):
 # property: random designs with missing verdicts
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -6,8 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from memjudge._util.text import coef, estimate, with_interval
+from memjudge.formats.estimate import Estimate
 from memjudge.stats.bootstrap import (
-    cluster_counts, cluster_sums, cluster_weights, format_interval, interval_pairs, percentile_interval,
+    cluster_counts,
+    cluster_sums,
+    cluster_weights,
+    interval_pairs,
+    percentile_estimate,
+    percentile_interval,
     ratio_interval,
 )
 
@@ -74,6 +81,19 @@ def test_ratio_interval():
 
 
 def test_format_interval():
-    assert format_interval(0.95117, 0.9424, 0.959) == "0.951 [0.942, 0.959]"
-    assert format_interval(float("nan")) == "—" and format_interval(None) == "—"
-    assert format_interval(0.5, float("nan"), float("nan")) == "0.500"
+    """The one number convention (`memjudge._util.text`) that replaced bootstrap.format_interval."""
+    assert with_interval(coef, 0.95117, 0.9424, 0.959) == "0.951 [0.942, 0.959]"
+    assert with_interval(coef, float("nan")) == "—" and with_interval(coef, None) == "—"
+    assert with_interval(coef, 0.5, float("nan"), float("nan")) == "0.500"
+    assert estimate(Estimate(0.95117, 0.9424, 0.959), coef) == "0.951 [0.942, 0.959]"
+    assert estimate(Estimate(0.1234, 0.1, 0.15)) == "12.34 [10.00, 15.00]"
+
+
+def test_percentile_estimate_is_the_value_with_the_percentile_interval():
+    reps = np.random.default_rng(3).normal(0.5, 0.1, size=2000)
+    reps[::7] = np.nan  # undefined resamples are left out
+    e = percentile_estimate(0.5, reps)
+    ok = reps[~np.isnan(reps)]
+    assert e.value == 0.5 and (e.lo, e.hi) == pytest.approx(tuple(np.percentile(ok, [2.5, 97.5])), abs=1e-12)
+    assert e.to_dict() == {"value": 0.5, "lo": e.lo, "hi": e.hi} and Estimate.from_dict(e.to_dict()) == e
+    assert percentile_estimate(0.5, np.full(10, np.nan)) == Estimate(0.5)

@@ -10,11 +10,17 @@ import pandas as pd
 import pytest
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
-from memjudge.stats.thresholds import (
-    auc, balanced_accuracy, best_threshold, calibrate, calibrate_scores, candidate_thresholds, write_threshold,
-)
 from memjudge.errors import UsageError
 from memjudge.judges.panel import load_panel
+from memjudge.stats.thresholds import (
+    auc,
+    balanced_accuracy,
+    best_threshold,
+    calibrate,
+    calibrate_scores,
+    candidate_thresholds,
+    write_threshold,
+)
 
 
 def _synthetic(n=400, seed=0, ties=False):

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import memjudge
-from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.cli import main
+from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.stats.ppi import ppi_mean_point, three_estimates
 
 ppi_py = pytest.importorskip("ppi_py")
@@ -84,7 +84,7 @@ def test_clt_estimate_equals_ppi_py_on_iid_data(tmp_path, capsys, seed):
     assert grp["ppi"]["lo"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
     assert grp["ppi"]["hi"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
     _, lam = ppi_mean_point(Y, Yh, Yu)
-    assert grp["ppi"]["lambda"] == pytest.approx(lam, abs=1e-12)
+    assert grp["ppi_lambda"] == pytest.approx(lam, abs=1e-12)
     # gold only = PPI with λ = 0 = the classical mean and its CLT interval
     glo, ghi = ppi_py.ppi_mean_ci(Y, Yh, Yu, alpha=0.05, lam=0)
     assert grp["gold_only"]["value"] == pytest.approx(Y.mean(), abs=1e-12)
@@ -191,7 +191,7 @@ def test_bootstrap_equals_a_loop_over_resampled_personas():
     # CLT interval with two pseudo gold items of each disagreement (Y=1, Ŷ=0 and Y=0, Ŷ=1).
     Y, Yh = truth[is_gold].astype(float), judge[is_gold].astype(float)
     plo, phi = ppi_py.ppi_mean_ci(np.r_[Y, 1, 1, 0, 0.0], np.r_[Yh, 0, 0, 1, 1.0], judge[~is_gold].astype(float),
-                                  alpha=0.05, lam=grp["ppi"]["lambda"])
+                                  alpha=0.05, lam=grp["ppi_lambda"])
     half = (float(np.ravel(phi)[0]) - float(np.ravel(plo)[0])) / 2
     assert grp["ppi"]["lo"] == pytest.approx(min(lo, grp["ppi"]["value"] - half), abs=1e-9)
     assert grp["ppi"]["hi"] == pytest.approx(max(hi, grp["ppi"]["value"] + half), abs=1e-9)
@@ -228,7 +228,7 @@ def test_category_without_gold_is_null_with_a_note(tmp_path, capsys):
     assert code == 0
     vals = [g for g in json.loads(out)["groups"] if g["group"] == "values"][0]
     assert vals["n_gold"] == 0 and vals["gold_only"] == {"value": None, "lo": None, "hi": None}
-    assert vals["ppi"]["value"] is None and vals["ppi"]["lambda"] is None and vals["effective_gold_n"] is None
+    assert vals["ppi"]["value"] is None and vals["ppi_lambda"] is None and vals["effective_gold_n"] is None
     assert vals["judge_only"]["value"] is not None
     assert "group 'values' has no gold item" in err
     code, out, _ = _run(capsys, "estimate", lp, "--gold", gp, "--by", "category")

@@ -81,8 +81,8 @@ def diffs() -> pd.DataFrame:
                          for d in rng.normal(mu, 0.01, 20)])
 
 
-PAIRED = {"faithfulness": {"mean": 0.02, "lo": 0.002, "hi": 0.04, "nb_lo": -0.005, "nb_hi": 0.045},
-          "coverage": {"mean": 0.13, "lo": 0.1, "hi": 0.16, "nb_lo": None, "nb_hi": None}}
+PAIRED = {"faithfulness": {"value": 0.02, "lo": 0.002, "hi": 0.04, "nb_lo": -0.005, "nb_hi": 0.045},
+          "coverage": {"value": 0.13, "lo": 0.1, "hi": 0.16, "nb_lo": None, "nb_hi": None}}
 
 CASES = {
     "support": (lambda: F.support_by_category(rates(), gated=["values"]), (6.5, 4.0)),
@@ -206,7 +206,8 @@ def test_calibration_count_panel_keeps_every_candidate_when_bin_centres_differ_b
 
 
 def test_calibration_count_panel_sums_to_the_candidates_of_a_real_run():
-    from memjudge.reporting import calibration_frame, load_run
+    from memjudge.reporting.frames import calibration_frame
+    from memjudge.reporting.reader import load_run
 
     run = load_run(DATA / "report_run")
     bins = calibration_frame(run)

@@ -13,8 +13,7 @@ from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.stats.noise import item_flip, noise
 
 S, U, P = "supported", "unsupported", "partial"
-JUDGE_KEYS = {"judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "flip_rate_ci",
-              "any_flip_rate", "any_flip_rate_ci", "by_category"}
+JUDGE_KEYS = {"judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "any_flip_rate", "by_category"}
 
 
 def _frame(rows, judge="J", rubric="support"):
@@ -40,10 +39,11 @@ def test_hand_worked_flip_rates():
     res = noise(_frame(HAND), B=100)
     j = res.to_json()["judges"][0]
     assert j["items"] == 4 and j["replicates"] == 3 and j["excluded_null"] == 3
-    assert j["flip_rate"] == pytest.approx((2 / 3 + 1 + 0 + 1) / 4, abs=1e-12)
-    assert j["any_flip_rate"] == pytest.approx(3 / 4, abs=1e-12)
-    assert j["by_category"]["values"] == {"items": 2, "flip_rate": pytest.approx((2 / 3 + 1) / 2), "flip_rate_ci": j["by_category"]["values"]["flip_rate_ci"]}
-    assert j["by_category"]["work"]["items"] == 2 and j["by_category"]["work"]["flip_rate"] == pytest.approx(0.5)
+    assert j["flip_rate"]["value"] == pytest.approx((2 / 3 + 1 + 0 + 1) / 4, abs=1e-12)
+    assert j["any_flip_rate"]["value"] == pytest.approx(3 / 4, abs=1e-12)
+    assert j["by_category"]["values"] == {"items": 2, "flip_rate": j["by_category"]["values"]["flip_rate"]}
+    assert j["by_category"]["values"]["flip_rate"]["value"] == pytest.approx((2 / 3 + 1) / 2)
+    assert j["by_category"]["work"]["items"] == 2 and j["by_category"]["work"]["flip_rate"]["value"] == pytest.approx(0.5)
     assert set(j) == JUDGE_KEYS
 
 
@@ -74,12 +74,12 @@ def test_matches_direct_per_item_computation():
         cats.append(cat)
     j = res.to_json()["judges"][0]
     assert j["items"] == len(flips)
-    assert j["flip_rate"] == pytest.approx(np.mean(flips), abs=1e-12)
-    assert j["any_flip_rate"] == pytest.approx(np.mean(anys), abs=1e-12)
+    assert j["flip_rate"]["value"] == pytest.approx(np.mean(flips), abs=1e-12)
+    assert j["any_flip_rate"]["value"] == pytest.approx(np.mean(anys), abs=1e-12)
     assert j["excluded_null"] == int(labels["verdict"].isna().sum())
     for c in set(cats):
         sel = [f for f, cc in zip(flips, cats) if cc == c]
-        assert j["by_category"][c]["flip_rate"] == pytest.approx(np.mean(sel), abs=1e-12)
+        assert j["by_category"][c]["flip_rate"]["value"] == pytest.approx(np.mean(sel), abs=1e-12)
         assert j["by_category"][c]["items"] == len(sel)
 
 
@@ -89,8 +89,8 @@ def test_two_replicates_is_share_of_items_that_differ():
     second = np.where(rng.random(500) < 0.05, np.where(first == S, U, S), first)
     rows = [(f"a{k}", f"p{k // 5}", "c", [first[k], second[k]]) for k in range(500)]
     j = noise(_frame(rows), B=50).to_json()["judges"][0]
-    assert j["flip_rate"] == pytest.approx(np.mean(first != second), abs=1e-12)
-    assert j["any_flip_rate"] == j["flip_rate"]
+    assert j["flip_rate"]["value"] == pytest.approx(np.mean(first != second), abs=1e-12)
+    assert j["any_flip_rate"]["value"] == j["flip_rate"]["value"]
 
 
 def test_judges_and_rubrics_are_separate():
@@ -99,18 +99,18 @@ def test_judges_and_rubrics_are_separate():
     res = noise(pd.concat([a, b], ignore_index=True), B=50)
     js = res.to_json()["judges"]
     assert [(j["judge"], j["rubric"]) for j in js] == [("A", "support"), ("B", "support@v2")]
-    assert js[1]["flip_rate"] == 0.0 and js[1]["items"] == 5 and js[1]["excluded_null"] == 0
+    assert js[1]["flip_rate"]["value"] == 0.0 and js[1]["items"] == 5 and js[1]["excluded_null"] == 0
 
 
 def test_no_replicates_and_single_persona_give_nulls():
     one = _frame([(f"a{k}", f"p{k}", "c", [S]) for k in range(5)])
     j = noise(one, B=50).to_json()["judges"][0]
-    assert j["items"] == 0 and j["flip_rate"] is None and j["flip_rate_ci"] == [None, None]
+    assert j["items"] == 0 and j["flip_rate"] == {"value": None, "lo": None, "hi": None}
     assert j["by_category"] == {}
     single = _frame([(f"a{k}", "only", "c", [S, U if k % 3 == 0 else S]) for k in range(9)])
     res = noise(single, B=50)
     j = res.to_json()["judges"][0]
-    assert j["flip_rate"] == pytest.approx(3 / 9) and j["flip_rate_ci"] == [None, None]
+    assert j["flip_rate"] == {"value": pytest.approx(3 / 9), "lo": None, "hi": None}
     assert any("fewer than two personas" in n for n in res.notes)
     assert "NaN" not in json.dumps(res.to_json())
 
@@ -176,7 +176,7 @@ def test_cli_json_keys_and_out(cli, tmp_path):
     js = json.loads(r.stdout)
     assert set(js) == {"judges"} and set(js["judges"][0]) == JUDGE_KEYS
     for cat in js["judges"][0]["by_category"].values():
-        assert set(cat) == {"items", "flip_rate", "flip_rate_ci"}
+        assert set(cat) == {"items", "flip_rate"} and set(cat["flip_rate"]) == {"value", "lo", "hi"}
     assert json.loads((run / "noise.json").read_text()) == js
     assert js == noise(_frame(HAND), seed=3).to_json()
 

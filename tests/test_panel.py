@@ -12,10 +12,9 @@ import pandas as pd
 import pytest
 
 import memjudge
+from conftest import TEST_DATA
 from memjudge.cli import main
 from memjudge.formats import LABEL_COLUMNS, frame_records, read_labels, write_jsonl
-
-from conftest import TEST_DATA
 
 crowdkit = pytest.importorskip("crowdkit.aggregation")
 # crowd-kit 1.4.2 uses pandas keywords that pandas 3 deprecates: its warnings are not ours

@@ -105,7 +105,7 @@ def test_table1_equals_compare_json(rendered):
     for label, name in (("Global threshold − write-all (paired)", "global"), ("Targeted − write-all (paired)", "targeted")):
         for col, m in ((1, "faithfulness"), (2, "retention"), (3, "coverage")):
             ch = c["paired_vs_write_all"][name][m]
-            assert nums(rows[label][col]) == [p2(ch["mean"]), p2(ch["lo"]), p2(ch["hi"])]
+            assert nums(rows[label][col]) == [p2(ch["value"]), p2(ch["lo"]), p2(ch["hi"])]
     t1_notes = md.split("**Table 1.", 1)[1].split("\n\n*", 1)[1].split("*\n", 1)[0]
     ch = c["paired_vs_write_all"]["targeted"]
     assert (f"targeted: faithfulness {ch['faithfulness']['same_sign']}/20, retention {ch['retention']['same_sign']}/20, "
@@ -113,16 +113,16 @@ def test_table1_equals_compare_json(rendered):
     assert "95% persona-cluster bootstrap interval" in t1_notes
     for label, name in (("Global threshold", "global"), ("Targeted (values)", "targeted")):
         row, pol = rows[label], c["policies"][name]
-        assert nums(row[1]) == [p2(pol["faithfulness"]["mean"]), p2(pol["faithfulness"]["sd"])]
-        assert nums(row[2]) == [p2(pol["retention"]["mean"]), p2(pol["retention"]["sd"])]
-        assert nums(row[3]) == [p2(pol["coverage"]["mean"]), p2(pol["coverage"]["sd"])]
+        assert nums(row[1]) == [p2(pol["faithfulness"]["value"]), p2(pol["faithfulness"]["sd"])]
+        assert nums(row[2]) == [p2(pol["retention"]["value"]), p2(pol["retention"]["sd"])]
+        assert nums(row[3]) == [p2(pol["coverage"]["value"]), p2(pol["coverage"]["sd"])]
         assert nums(row[4]) == [p2(pol["delta_faithfulness"])]
         assert nums(row[5]) == [p2(pol["delta_coverage"])]
         assert " ± " in row[1] and row[4].startswith(("+", "-"))
     paired = rows["Targeted − global (paired)"]
     for col, m in ((1, "faithfulness"), (2, "retention"), (3, "coverage")):
         p = c["paired"][m]
-        assert nums(paired[col]) == [p2(p["mean"]), p2(p["lo"]), p2(p["hi"])]
+        assert nums(paired[col]) == [p2(p["value"]), p2(p["lo"]), p2(p["hi"])]
     caption = next(ln for ln in md.splitlines() if ln.startswith("**Table 1."))
     assert "gemini:gemini-2.5-pro" in caption and "seed 0" in caption and "floor 80%" in caption
     assert f"{c['repeats']} × {c['folds']}-fold" in caption
@@ -137,23 +137,26 @@ def test_noise_and_agreement_tables_equal_json(rendered):
     for row, j in zip(rows, noise["judges"]):
         assert row[0].startswith(j["judge"])
         assert nums(row[2]) == [j["items"]] and nums(row[4]) == [j["excluded_null"]]
-        assert nums(row[5]) == [p2(j["flip_rate"]), *map(p2, j["flip_rate_ci"])]
+        fr = j["flip_rate"]
+        assert nums(row[5]) == [p2(fr["value"]), p2(fr["lo"]), p2(fr["hi"])]
     by_cat = md_table(md, "Flip rate by category")
     values = next(r for r in by_cat if r[0] == "values")
     for cell, j in zip(values[1:], noise["judges"]):
         d = j["by_category"]["values"]
-        assert nums(cell) == [p2(d["flip_rate"]), *map(p2, d["flip_rate_ci"]), d["items"]]
+        fr = d["flip_rate"]
+        assert nums(cell) == [p2(fr["value"]), p2(fr["lo"]), p2(fr["hi"]), d["items"]]
 
     agr = load(run, "agreement.json")
     rows = md_table(md, "Agreement between judges")
     for row, p in zip(rows, agr["pairs"]):
-        assert nums(row[3]) == [p2(p["percent_agreement"]), *map(p2, p["ci"]["percent_agreement"])]
-        assert nums(row[4]) == [round(p["cohen_kappa"], 3), *(round(x, 3) for x in p["ci"]["cohen_kappa"])]
-        assert nums(row[5]) == [round(p["gwet_ac1"], 3), *(round(x, 3) for x in p["ci"]["gwet_ac1"])]
+        pa, ck, ac = p["percent_agreement"], p["cohen_kappa"], p["gwet_ac1"]
+        assert nums(row[3]) == [p2(pa["value"]), p2(pa["lo"]), p2(pa["hi"])]
+        assert nums(row[4]) == [round(ck[k], 3) for k in ("value", "lo", "hi")]
+        assert nums(row[5]) == [round(ac[k], 3) for k in ("value", "lo", "hi")]
     assert f"Krippendorff's α (nominal, all judges): {agr['krippendorff_alpha']['value']:.3f}" in md
-    assert f"Fleiss' κ (items every judge labelled): {agr['fleiss_kappa']:.3f}" in md
+    assert f"Fleiss' κ (items every judge labelled): {agr['fleiss_kappa']['value']:.3f}" in md
     gold = md_table(md, "Judges against gold labels")
-    assert nums(gold[0][2]) == [p2(agr["gold"][0]["accuracy"])]
+    assert nums(gold[0][2]) == [p2(agr["gold"][0]["accuracy"]["value"])]
 
 
 def test_robustness_and_calibration_tables_equal_json(rendered):
@@ -171,9 +174,9 @@ def test_robustness_and_calibration_tables_equal_json(rendered):
         pol, pf = u["table"]["policies"], u["table"]["paired"]["faithfulness"]
         assert row[0].startswith(u["judge"]) and row[2] == ", ".join(u["gated"])
         assert nums(row[3]) == [u["p_gated_lowest"]]
-        assert nums(row[4]) == [p2(pol["global"]["faithfulness"]["mean"]), p2(pol["targeted"]["faithfulness"]["mean"])]
-        assert nums(row[5]) == [p2(pf["mean"]), p2(pf["lo"]), p2(pf["hi"])]
-        holds = pol["targeted"]["faithfulness"]["mean"] >= pol["global"]["faithfulness"]["mean"]
+        assert nums(row[4]) == [p2(pol["global"]["faithfulness"]["value"]), p2(pol["targeted"]["faithfulness"]["value"])]
+        assert nums(row[5]) == [p2(pf["value"]), p2(pf["lo"]), p2(pf["hi"])]
+        holds = pol["targeted"]["faithfulness"]["value"] >= pol["global"]["faithfulness"]["value"]
         assert row[7] == ("yes" if holds else "no")
     tau = md_table(md, "Kendall's τ-b")
     assert [nums(r[2])[0] for r in tau] == [k["tau"] for k in rob["kendall"]]
@@ -234,7 +237,7 @@ def test_compare_without_coverage_plots_retention(run):
     report(run, dpi=DPI)
     md = (run / "report.md").read_text()
     row = next(r for r in md_table(md, "Table 1.") if r[0] == "Global threshold")
-    assert row[3] == "n/a" and row[5] == "n/a"
+    assert row[3] == "—" and row[5] == "—"
     assert "Faithfulness against retention (no coverage in this run)" in md
 
 
@@ -296,23 +299,24 @@ def test_missing_optional_keys_give_n_a_not_a_crash(run):
     save(run, "robustness.json", rob)
     noise = load(run, "noise.json")
     for j in noise["judges"]:
-        j.pop("by_category"), j.pop("flip_rate_ci")
+        j.pop("by_category"), j["flip_rate"].update(lo=None, hi=None)
     save(run, "noise.json", noise)
     agr = load(run, "agreement.json")
     for p in agr["pairs"]:
-        p.pop("ci")
+        for m in ("percent_agreement", "cohen_kappa", "gwet_ac1"):
+            p[m].update(lo=None, hi=None)
     agr.pop("krippendorff_alpha"), agr.pop("gold")
     save(run, "agreement.json", agr)
     res = report(run, dpi=DPI)
     md = res.markdown.read_text()
     rows = {r[0]: r for r in md_table(md, "Table 1.")}
-    assert rows["Global threshold"][2] == "n/a"
-    assert nums(rows["Targeted (values)"][1]) == [p2(c["policies"]["targeted"]["faithfulness"]["mean"])]
+    assert rows["Global threshold"][2] == "—"
+    assert nums(rows["Targeted (values)"][1]) == [p2(c["policies"]["targeted"]["faithfulness"]["value"])]
     assert "Targeted − global (paired)" not in rows
     assert "fig_fold_differences.png" not in {p.name for p in res.figures}
     rob_rows = md_table(md, "Robustness across judges")
-    assert all(r[3] == "n/a" and r[5] == "n/a" and r[7] == "n/a" for r in rob_rows)
-    assert nums(md_table(md, "Judge re-score noise.")[0][5]) == [p2(noise["judges"][0]["flip_rate"])]
+    assert all(r[3] == "—" and r[5] == "—" and r[7] == "—" for r in rob_rows)
+    assert nums(md_table(md, "Judge re-score noise.")[0][5]) == [p2(noise["judges"][0]["flip_rate"]["value"])]
     assert "Krippendorff" not in md.split("## Findings", 1)[1].split("\n## ", 1)[0]
 
 
@@ -331,27 +335,28 @@ def test_findings_state_the_results_in_the_json(rendered):
     text = (run / "report.md").read_text().split("## Findings", 1)[1].split("\n## ", 1)[0]
     c = load(run, "compare.json")
     pf, pc = c["paired"]["faithfulness"], c["paired"]["coverage"]
-    assert f"higher on faithfulness by {100 * pf['mean']:.2f} points" in text
-    assert f"higher on estimated coverage by {100 * pc['mean']:.2f} points" in text
+    assert f"higher on faithfulness by {100 * pf['value']:.2f} points" in text
+    assert f"higher on estimated coverage by {100 * pc['value']:.2f} points" in text
     assert f"same sign in {pf['same_sign']} of {c['repeats'] * c['folds']} folds" in text
     assert "lowest-support category is values at 77.90%" in text
     o = load(run, "robustness.json")["units"][0]["overall"]
-    assert f"; overall support is {p2(o['value']):.2f}% (95% CI {p2(o['lo']):.2f}–{p2(o['hi']):.2f})." in text
+    assert f"; overall support is {p2(o['value']):.2f}% (95% percentile interval, persona bootstrap: {p2(o['lo']):.2f}–{p2(o['hi']):.2f})." in text
     assert "That is the gated category (values)" in text
     assert "The lowest-support category is the gated one under every judge (3 of 3)" in text
     assert "flips 4.71% of its verdicts" in text
     g = load(run, "agreement.json")["gold"][0]
-    assert (f"Against the gold labels: {g['judge']} is right on {100 * g['accuracy']:.2f}% of {g['n']} items "
-            f"(κ {g['cohen_kappa']:.3f}, recall of unsupported {g['unsupported_recall']:.3f})") in text
+    acc, kappa, recall = (g[m]["value"] for m in ("accuracy", "cohen_kappa", "unsupported_recall"))
+    assert (f"Against the gold labels: {g['judge']} is right on {100 * acc:.2f}% of {g['n']} items "
+            f"(κ {kappa:.3f}, recall of unsupported {recall:.3f})") in text
     assert "The ordering targeted ≥ global holds on faithfulness under 2 of 3 judges (not under sim:strict (simulated))" in text
     assert "; holds on estimated coverage under every judge (3 of 3)." in text
 
 
 def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
     c = load(run, "compare.json")
-    for m, p in c["paired"].items():
-        p["mean"], p["lo"], p["hi"] = -p["mean"], -p["hi"], -p["lo"]
-    c["paired"]["retention"].update(mean=0.00004, lo=-0.01, hi=0.01)
+    for p in c["paired"].values():
+        p["value"], p["lo"], p["hi"] = -p["value"], -p["hi"], -p["lo"]
+    c["paired"]["retention"].update(value=0.00004, lo=-0.01, hi=0.01)
     save(run, "compare.json", c)
     rob = load(run, "robustness.json")
     rob["summary"]["faithfulness"] = {"judges": 0, "units": 0}
@@ -362,14 +367,14 @@ def test_findings_read_correctly_when_the_result_goes_the_other_way(run):
         health.update(support_rate=0.5, lo=0.45, hi=0.55)
     save(run, "robustness.json", rob)
     noise = load(run, "noise.json")
-    noise["judges"][0]["flip_rate"] = 0.0
+    noise["judges"][0]["flip_rate"] = {"value": 0.0, "lo": 0.0, "hi": 0.0}
     save(run, "noise.json", noise)
     text = findings_of(run)
-    assert f"lower on faithfulness by {100 * abs(c['paired']['faithfulness']['mean']):.2f} points" in text
-    assert f"lower on estimated coverage by {100 * abs(c['paired']['coverage']['mean']):.2f} points" in text
+    assert f"lower on faithfulness by {100 * abs(c['paired']['faithfulness']['value']):.2f} points" in text
+    assert f"lower on estimated coverage by {100 * abs(c['paired']['coverage']['value']):.2f} points" in text
     assert "equal on retention to two decimals (95% paired interval -1.00 to +1.00, which includes zero" in text
     assert "higher on" not in text
-    assert "lowest-support category is health at 50.00% (95% CI 45.00–55.00); the next lowest is values" in text
+    assert "lowest-support category is health at 50.00% (95% percentile interval, persona bootstrap: 45.00–55.00); the next lowest is values" in text
     assert "The gated category (values) is not the lowest under this judge" in text
     assert "holds on faithfulness under none of the 3 judges" in text
     assert "The lowest-support category is the gated one under none of the judges" in text
@@ -398,15 +403,30 @@ def test_simulated_judges_and_simulated_truth_are_marked(run):
     assert "sim:strict (simulated)" in html and "gold (simulated truth)" in html
 
 
-def test_coefficient_may_be_a_number_or_value_with_ci(run):
+def test_coefficients_are_estimates_with_their_intervals(run):
     agr = load(run, "agreement.json")
-    agr["krippendorff_alpha"] = 0.4567
-    agr["fleiss_kappa"] = {"value": 0.321, "ci": [0.3, 0.35]}
+    agr["krippendorff_alpha"] = {"value": 0.4567, "lo": None, "hi": None}
+    agr["fleiss_kappa"] = {"value": 0.321, "lo": 0.3, "hi": 0.35}
     save(run, "agreement.json", agr)
     md = (report(run, formats="md", dpi=DPI).markdown).read_text()
     assert "Krippendorff's α (nominal, all judges): 0.457;" in md
     assert "Fleiss' κ (items every judge labelled): 0.321 [0.300, 0.350]" in md
     assert "Krippendorff's α is 0.457." in md
+
+
+@pytest.mark.parametrize("name, edit, where", [
+    # how older memjudge versions wrote these intervals: a [lo, hi] list beside a bare number
+    ("noise.json", lambda o: o["judges"][0].update(flip_rate=0.05, flip_rate_ci=[0.04, 0.06]), "judges[0].flip_rate"),
+    ("agreement.json", lambda o: o.update(krippendorff_alpha=0.61), "krippendorff_alpha"),
+    ("compare.json", lambda o: o["policies"]["global"].update(retention=0.8), "policies.global.retention"),
+])
+def test_an_interval_in_an_older_shape_exits_2_naming_file_and_key(run, cli, name, edit, where):
+    obj = load(run, name)
+    edit(obj)
+    save(run, name, obj)
+    r = cli("report", str(run))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert str(run / name) in r.stderr and where in r.stderr and '{"value", "lo", "hi"}' in r.stderr
 
 
 # ---------------------------------------------------------------------------------------
@@ -435,12 +455,12 @@ def test_end_to_end_on_real_commands(tmp_path, cli, capsys):
     c = load(out, "compare.json")
     rows = {row[0]: row for row in md_table(md, "Table 1.")}
     pol = c["policies"]["targeted"]
-    assert nums(rows["Targeted (auto)"][1]) == [p2(pol["faithfulness"]["mean"]), p2(pol["faithfulness"]["sd"])]
-    assert rows["Targeted (auto)"][3] == "n/a"  # the importer gives no coverage
+    assert nums(rows["Targeted (auto)"][1]) == [p2(pol["faithfulness"]["value"]), p2(pol["faithfulness"]["sd"])]
+    assert rows["Targeted (auto)"][3] == "—"  # the importer gives no coverage
     pf = c["paired"]["faithfulness"]
-    assert nums(rows["Targeted − global (paired)"][1]) == [p2(pf["mean"]), p2(pf["lo"]), p2(pf["hi"])]
+    assert nums(rows["Targeted − global (paired)"][1]) == [p2(pf["value"]), p2(pf["lo"]), p2(pf["hi"])]
     ch = c["paired_vs_write_all"]["targeted"]["faithfulness"]
-    assert nums(rows["Targeted − write-all (paired)"][1]) == [p2(ch["mean"]), p2(ch["lo"]), p2(ch["hi"])]
+    assert nums(rows["Targeted − write-all (paired)"][1]) == [p2(ch["value"]), p2(ch["lo"]), p2(ch["hi"])]
     wa = c["write_all_ci"]["faithfulness"]
     assert nums(rows["Write-all (full sample)"][1]) == [p2(wa["value"]), p2(wa["lo"]), p2(wa["hi"])]
     rob = load(out, "robustness.json")
@@ -448,7 +468,7 @@ def test_end_to_end_on_real_commands(tmp_path, cli, capsys):
     o = rob["units"][0]["overall"]
     assert nums(support["Overall (all categories)"][1]) == [p2(o["value"]), p2(o["lo"]), p2(o["hi"])]
     agr = load(out, "agreement.json")
-    assert nums(md_table(md, "Agreement between judges")[0][4])[0] == round(agr["pairs"][0]["cohen_kappa"], 3)
+    assert nums(md_table(md, "Agreement between judges")[0][4])[0] == round(agr["pairs"][0]["cohen_kappa"]["value"], 3)
     # no replicates in this data: the noise part is present but says why it has no rate
     assert "no flip rate could be computed" in md
     assert {p.name for p in out.glob("fig_*.png")} == {
@@ -473,7 +493,7 @@ def test_end_to_end_on_a_simulated_corpus(tmp_path, capsys):
     ci = c["write_all_ci"]["coverage"]
     assert nums(wa[3]) == [p2(c["write_all"]["coverage"]), p2(ci["lo"]), p2(ci["hi"])]
     pc = c["paired"]["coverage"]
-    assert nums(rows["Targeted − global (paired)"][3]) == [p2(pc["mean"]), p2(pc["lo"]), p2(pc["hi"])]
+    assert nums(rows["Targeted − global (paired)"][3]) == [p2(pc["value"]), p2(pc["lo"]), p2(pc["hi"])]
     # the compared labels are the corpus's construction truth, found through compare_inputs.json
     assert "Data: compare.json — judge gold (simulated truth);" in md
     assert "Simulated results: labels from gold are simulated" in md
@@ -481,19 +501,21 @@ def test_end_to_end_on_a_simulated_corpus(tmp_path, capsys):
                                              "fig_calibration.png"}
 
 
-def test_alternative_shapes_are_read(tmp_path):
-    """Hand-written or older files: objects keyed by name instead of lists, intervals as
-    `ci` pairs, a columnar sweep."""
-    d = tmp_path / "alt"
+def test_hand_written_files_in_the_documented_shapes_are_read(tmp_path):
+    """Minimal robustness.json, calibration.json and sweep.json with only the keys the report reads."""
+    d = tmp_path / "hand"
     d.mkdir()
-    save(d, "robustness.json", {"gate": "values", "judges": {
-        "J1": {"support_by_category": {"values": {"rate": 0.7, "ci": [0.6, 0.8]},
-                                       "work": {"rate": 0.95, "ci": [0.9, 0.99]}}, "lowest": "values"}}})
-    save(d, "calibration.json", {"bins": [
-        {"category": "values", "lo": 0.0, "hi": 0.5, "n": 10, "support_rate": 0.5, "ci": [0.3, 0.7]},
-        {"category": "values", "lo": 0.5, "hi": 1.0, "n": 12, "support_rate": 0.75, "ci": [0.5, 0.9]}]})
-    save(d, "sweep.json", {"floor": 0.8, "points": {"threshold": [None, 0.5, 0.9], "faithfulness": [0.9, 0.93, 0.97],
-                                                    "retention": [1.0, 0.85, 0.4], "coverage": [0.9, 0.8, 0.4]}})
+    save(d, "robustness.json", {"gate": ["values"], "units": [
+        {"judge": "J1", "lowest_category": "values", "gated": ["values"],
+         "categories": [{"category": "values", "support_rate": 0.7, "lo": 0.6, "hi": 0.8, "valid": 40},
+                        {"category": "work", "support_rate": 0.95, "lo": 0.9, "hi": 0.99, "valid": 60}]}]})
+    save(d, "calibration.json", {"categories": [{"category": "values", "bins": [
+        {"conf_lo": 0.0, "conf_hi": 0.5, "valid": 10, "support_rate": 0.5, "ci_lo": 0.3, "ci_hi": 0.7},
+        {"conf_lo": 0.5, "conf_hi": 1.0, "valid": 12, "support_rate": 0.75, "ci_lo": 0.5, "ci_hi": 0.9}]}]})
+    save(d, "sweep.json", {"floor": 0.8, "global": [
+        {"threshold": None, "faithfulness": 0.9, "retention": 1.0, "coverage": 0.9},
+        {"threshold": 0.5, "faithfulness": 0.93, "retention": 0.85, "coverage": 0.8},
+        {"threshold": 0.9, "faithfulness": 0.97, "retention": 0.4, "coverage": 0.4}]})
     res = report(d, formats="md", dpi=DPI)
     md = res.markdown.read_text()
     assert nums(md_table(md, "Support by category")[0][1]) == [70.0, 60.0, 80.0]
@@ -502,6 +524,17 @@ def test_alternative_shapes_are_read(tmp_path):
     assert "Under J1, the lowest-support category is values at 70.00%" in md
     assert {p.name for p in res.figures} == {"fig_support_by_category.png", "fig_calibration.png",
                                              "fig_faithfulness_vs_coverage.png"}
+
+
+def test_robustness_intervals_and_probability_are_labelled(rendered):
+    md = (rendered / "report.md").read_text()
+    rob = load(rendered, "robustness.json")
+    assert "**Support by category and overall, % [95% percentile interval (persona bootstrap)]." in md
+    notes = md.split("**Robustness across judges.", 1)[1].split("\n\n*", 1)[1].split("*\n", 1)[0]
+    assert "brackets: 95% percentile interval (per-fold differences)" in notes
+    assert "P(gated is lowest): the share of persona-bootstrap resamples" in notes
+    cells = [r[3] for r in md_table(md, "Robustness across judges")]
+    assert cells == [f"{u['p_gated_lowest']:.3f}" for u in rob["units"]]  # a fraction, three decimals
 
 
 def test_demo_parts_embedded_judge_quality(run):

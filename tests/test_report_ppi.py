@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memjudge.reporting import estimate_frame, load_run, report
+from memjudge.reporting import report
+from memjudge.reporting.frames import estimate_frame
+from memjudge.reporting.reader import load_run
 
 
 @pytest.fixture(scope="module")
@@ -129,10 +131,10 @@ def test_section_reads_the_json(run):
         parts = [c.strip() for c in line.strip("|").split("|")]
         cells[parts[0]] = parts[col]
     g = cmp_["gold"]["policies"]["global"]["ppi"]
-    assert cells["Global threshold"] == f"{100 * g['mean']:.2f} ± {100 * g['sd']:.2f}"
+    assert cells["Global threshold"] == f"{100 * g['value']:.2f} ± {100 * g['sd']:.2f}"
     assert cells["Write-all (full sample)"] == f"{100 * cmp_['gold']['write_all']['ppi']:.2f}"
     p = cmp_["gold"]["paired"]["ppi"]
-    assert cells["Targeted − global (paired)"] == f"{100 * p['mean']:+.2f} [{100 * p['lo']:+.2f}, {100 * p['hi']:+.2f}]"
+    assert cells["Targeted − global (paired)"] == f"{100 * p['value']:+.2f} [{100 * p['lo']:+.2f}, {100 * p['hi']:+.2f}]"
 
 
 def test_robustness_gold_summary_sentence(run):

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MISSING = "—"
+# How an interval is labelled wherever one is shown (report and CLI text alike): the percentile
+# interval of B persona-cluster bootstrap resamples, or of the per-fold differences of a paired
+# cross-validated comparison (which resamples folds, not personas).
+PERSONA_INTERVAL = "95% percentile interval (persona bootstrap)"
+FOLD_INTERVAL = "95% percentile interval (per-fold differences)"
 
 
 def num(x: Any) -> float | None:
@@ -37,6 +43,11 @@ def pts(x: Any, digits: int = 2) -> str:
 def coef(x: Any, digits: int = 3) -> str:
     v = num(x)
     return MISSING if v is None else f"{v:.{digits}f}"
+
+
+def probability(x: Any) -> str:
+    """A probability (e.g. P(gated category is the lowest)) as a fraction with three decimals."""
+    return coef(x, 3)
 
 
 def count(x: Any) -> str:

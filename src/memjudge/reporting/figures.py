@@ -10,8 +10,8 @@ readers, and every series is also told apart by marker or hatch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -209,7 +209,9 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
     ax.grid(axis="x", color="#E5E5E5", linewidth=0.6)
     view_x, view_y = [], []
     # A sweep is a path through thresholds, so it is drawn in threshold order (−∞ first).
-    order = lambda df: df.assign(_t=df["threshold"].fillna(-np.inf)).sort_values("_t", kind="stable")
+    def order(df):
+        return df.assign(_t=df["threshold"].fillna(-np.inf)).sort_values("_t", kind="stable")
+
     zoom = floor is not None and not sweep.empty and sweep["retention"].notna().any()
     lowest_shown = max(0.0, floor - 0.25) if zoom else None
     if not sweep.empty:
@@ -476,7 +478,7 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
     """Per-fold paired differences targeted − global, one row per metric, in points.
 
     `diffs`: columns metric, difference (fraction; one row per held-out fold). `paired`:
-    {metric: {"mean", "lo", "hi", "nb_lo", "nb_hi"}} from the comparison's JSON, drawn as the
+    {metric: {"value", "lo", "hi", "nb_lo", "nb_hi"}} (`memjudge.reporting.frames.paired_intervals`), drawn as the
     mean with its percentile interval (thick) and Nadeau–Bengio interval (thin).
     """
     fig = _new_figure((6.5, 3.6))
@@ -495,8 +497,8 @@ def fold_differences(diffs: pd.DataFrame, paired: dict | None = None, title: str
         ax.scatter(d, y + rng.uniform(-0.25, 0.18, len(d)), s=9, color=PALETTE[i % len(PALETTE)], alpha=0.55,
                    linewidth=0, zorder=2, label=f"{names.get(m, m)}: per-fold (n={len(d)})")
         p = paired.get(m) or {}
-        if p.get("mean") is not None:
-            mean = 100 * float(p["mean"])
+        if p.get("value") is not None:
+            mean = 100 * float(p["value"])
             # the two intervals on separate rows: the corrected one is often the narrower
             if p.get("lo") is not None and p.get("hi") is not None:
                 ax.plot([100 * p["lo"], 100 * p["hi"]], [y + 0.40] * 2, color="#222222", linewidth=3.2, zorder=3,
@@ -550,7 +552,7 @@ def panel_error_rates(errors: pd.DataFrame, title: str | None = None) -> Figure:
             finite = vals[np.isfinite(vals)]
             low = max(0.0, float(finite.min()) - 0.03) if finite.size else 0.0
             ax.plot([low, 1], [low, 1], color=NEUTRAL, linewidth=0.8, linestyle="--", label="estimate = measured")
-            for i, r in enumerate(d.itertuples(index=False)):
+            for r in d.itertuples(index=False):
                 colour = styles[r.judge][0]
                 ax.errorbar(r.gold, r.value, yerr=_yerr(r.value, r.lo, r.hi), xerr=_yerr(r.gold, r.gold_lo, r.gold_hi),
                             fmt=MARKERS[judges.index(r.judge) % len(MARKERS)], color=colour, ecolor=colour,

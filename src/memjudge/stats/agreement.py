@@ -37,8 +37,10 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_sums, cluster_weights, format_interval, interval_pairs
+from memjudge._util.text import coef, with_interval
 from memjudge.errors import UsageError
+from memjudge.formats.estimate import Estimate
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_sums, cluster_weights, interval_pairs
 
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
@@ -209,25 +211,28 @@ class AgreementResult:
     notes: list[str] = field(default_factory=list)
     gold_missing: int = 0  # gold rows without a verdict (None, NaN, blank), left out
 
-    def _overall(self, measure: str):
+    def _overall(self, measure: str) -> dict:
         row = self.overall[self.overall["measure"] == measure]
-        return row["value"].iloc[0] if len(row) else np.nan
+        if not len(row):
+            return Estimate(None).to_dict()
+        return Estimate(row["value"].iloc[0], row["lo"].iloc[0], row["hi"].iloc[0]).to_dict()
 
     def to_json(self) -> dict:
+        """Every coefficient as an `Estimate` ``{"value", "lo", "hi"}`` (its 95% persona-cluster
+        interval; null parts where it cannot be computed)."""
         from memjudge.formats import json_safe
+
+        def est(r, m):
+            return Estimate(getattr(r, m), getattr(r, f"{m}_lo"), getattr(r, f"{m}_hi")).to_dict()
 
         pairs = []
         for r in self.pairs.itertuples(index=False):
             conf = self.confusion[(r.a, r.b)]
             pairs.append({
-                "a": r.a, "b": r.b, "n": int(r.n),
-                "percent_agreement": r.percent_agreement, "cohen_kappa": r.cohen_kappa, "gwet_ac1": r.gwet_ac1,
-                "positive_agreement": r.positive_agreement, "negative_agreement": r.negative_agreement,
+                "a": r.a, "b": r.b, "n": int(r.n), **{m: est(r, m) for m in PAIR_MEASURES},
                 "confusion": {str(i): {str(j): int(conf.loc[i, j]) for j in conf.columns} for i in conf.index},
-                "ci": {m: [getattr(r, f"{m}_lo"), getattr(r, f"{m}_hi")] for m in ("percent_agreement", "cohen_kappa", "gwet_ac1")},
             })
-        gold = [{"judge": g.judge, "n": int(g.n), "accuracy": g.accuracy, "cohen_kappa": g.cohen_kappa,
-                 "unsupported_precision": g.unsupported_precision, "unsupported_recall": g.unsupported_recall}
+        gold = [{"judge": g.judge, "n": int(g.n), **{m: est(g, m) for m in GOLD_MEASURES}}
                 for g in self.gold.itertuples(index=False)]
         return json_safe({
             "judges": list(self.judges), "items": int(self.items), "pairs": pairs,
@@ -246,7 +251,7 @@ class AgreementResult:
     def to_text(self) -> str:
         """Readable tables: pairs, confusion matrices, all-judge coefficients, gold."""
         def cell(r, m):
-            return format_interval(getattr(r, m), getattr(r, f"{m}_lo"), getattr(r, f"{m}_hi"))
+            return with_interval(coef, getattr(r, m), getattr(r, f"{m}_lo"), getattr(r, f"{m}_hi"))
 
         rep = "majority of replicates" if self.replicate == "majority" else f"replicate {self.replicate}"
         parts = [f"Agreement ({len(self.judges)} judges, {self.items} items, {rep}; 95% persona-cluster bootstrap, "
@@ -264,7 +269,7 @@ class AgreementResult:
             o = pd.DataFrame({"measure": self.overall["measure"].map(
                 {"krippendorff_alpha": "Krippendorff α (nominal)", "fleiss_kappa": "Fleiss κ (complete items)"}),
                 "units": self.overall["units"],
-                "value": [format_interval(r.value, r.lo, r.hi) for r in self.overall.itertuples()]})
+                "value": [with_interval(coef, r.value, r.lo, r.hi) for r in self.overall.itertuples()]})
             parts += ["", o.to_string(index=False)]
         if len(self.gold):
             g = pd.DataFrame({"judge": self.gold["judge"], "n": self.gold["n"]})
@@ -366,18 +371,18 @@ def agreement(labels: pd.DataFrame, gold: pd.DataFrame | None = None, replicate:
     overall_rows = []
     if len(raters) >= 2:
         coinc = cluster_sums(pers, unit_coincidences(onehot).reshape(n_items, q * q), n_p)
-        point = krippendorff_alpha_nominal(coinc.sum(axis=0).reshape(q, q))
-        reps = krippendorff_alpha_nominal((W @ coinc).reshape(-1, q, q)) if W is not None else None
+        alpha = krippendorff_alpha_nominal(coinc.sum(axis=0).reshape(q, q))
+        alpha_reps = krippendorff_alpha_nominal((W @ coinc).reshape(-1, q, q)) if W is not None else None
         units = int(((onehot.sum(axis=1)) >= 2).sum())
-        overall_rows.append(_overall_row("krippendorff_alpha", units, point, reps))
+        overall_rows.append(_overall_row("krippendorff_alpha", units, alpha, alpha_reps))
 
         complete = (X >= 0).all(axis=1)
         m = len(raters)
         stats = np.column_stack([np.ones(complete.sum()), (onehot[complete] ** 2).sum(axis=1), onehot[complete]])
         fsum = cluster_sums(pers[complete], stats, n_p)
-        point = fleiss_kappa_from_sums(*_fleiss_args(fsum.sum(axis=0)), m)
-        reps = fleiss_kappa_from_sums(*_fleiss_args(W @ fsum), m) if W is not None else None
-        overall_rows.append(_overall_row("fleiss_kappa", int(complete.sum()), point, reps))
+        fleiss = fleiss_kappa_from_sums(*_fleiss_args(fsum.sum(axis=0)), m)
+        fleiss_reps = fleiss_kappa_from_sums(*_fleiss_args(W @ fsum), m) if W is not None else None
+        overall_rows.append(_overall_row("fleiss_kappa", int(complete.sum()), fleiss, fleiss_reps))
     overall = pd.DataFrame(overall_rows, columns=["measure", "units", "value", "lo", "hi"])
 
     # --- against gold --------------------------------------------------------------------
@@ -433,7 +438,7 @@ def _declared_labels(label_set) -> list[str]:
     return names
 
 
-def _fleiss_args(sums: np.ndarray):
+def _fleiss_args(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sums[..., 0], sums[..., 1], sums[..., 2:]
 
 

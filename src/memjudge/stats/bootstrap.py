@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 
+from memjudge.formats.estimate import Estimate
+
 B_DEFAULT = 2000
 LEVEL = 0.95
 
@@ -87,13 +89,8 @@ def cluster_counts(cluster: np.ndarray, cell: np.ndarray, n_clusters: int, n_cel
                        minlength=n_clusters * n_cells).reshape(n_clusters, n_cells).astype(np.float64)
 
 
-def format_interval(value, lo=np.nan, hi=np.nan, digits: int = 3) -> str:
-    """'0.951 [0.942, 0.959]' for tables; '—' for a figure that cannot be computed."""
-    def f(x):
-        return "—" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
-
-    if value is None or not np.isfinite(value):
-        return "—"
-    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
-        return f(value)
-    return f"{f(value)} [{f(lo)}, {f(hi)}]"
+def percentile_estimate(value, replicates: np.ndarray, level: float = LEVEL) -> Estimate:
+    """A point estimate with the percentile interval of its (B,) bootstrap replicates, in the
+    one JSON shape (`Estimate`); NaN replicates are left out, an all-NaN set gives no interval."""
+    lo, hi = percentile_interval(np.asarray(replicates, dtype=float).ravel(), level)
+    return Estimate(value, lo, hi)

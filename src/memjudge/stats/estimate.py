@@ -31,13 +31,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from memjudge._util.text import MISSING, coef
+from memjudge._util.text import estimate as estimate_text
+from memjudge._util.text import num as finite
 from memjudge.errors import InputError, UsageError
 from memjudge.formats import LINE  # the readers' private line-number column
+from memjudge.formats.estimate import Estimate
 
 NON_VERDICTS = frozenset({"skip", "skipped", "unsure", "unknown", "n/a", "na", "?", "cannot tell", "cannot_tell"})
 SUPPORTED = "supported"
@@ -108,7 +111,7 @@ def read_gold_file(path) -> Gold:
 # ---------------------------------------------------------------------------------------
 # sample design (inclusion probabilities)
 
-def _stratum_keys(by: list[str], category: pd.Series, verdict: pd.Series) -> pd.Series:
+def _stratum_keys(by: str | list[str], category: pd.Series, verdict: pd.Series) -> pd.Series:
     from memjudge.stats.sampling import stratum_key
 
     return stratum_key(by, category, verdict)
@@ -160,14 +163,16 @@ def strata_without_gold(sample: pd.DataFrame, items: pd.DataFrame, gold_mask: np
 # ---------------------------------------------------------------------------------------
 # result
 
-def _ci(value, lo, hi, **extra):
-    f = lambda x: None if x is None or not np.isfinite(x) else float(x)  # noqa: E731
-    return {"value": f(value), "lo": f(lo), "hi": f(hi), **{k: f(v) for k, v in extra.items()}}
+def _ci(value, lo, hi) -> dict:
+    return Estimate(value, lo, hi).to_dict()
 
 
 @dataclass
 class EstimateResult:
-    """Support rates three ways. ``groups`` are the JSON rows; ``frame`` the same as a table."""
+    """Support rates three ways. ``groups`` are the JSON rows, one per group: ``{"group",
+    "n_items", "n_gold", "judge_accuracy_on_gold", "judge_only", "gold_only", "ppi",
+    "ppi_lambda", "effective_gold_n"}`` with each of the three rates an `Estimate`
+    ``{"value", "lo", "hi"}``; ``frame`` is the same as a table."""
 
     judge: str
     replicate: int | str
@@ -200,29 +205,27 @@ class EstimateResult:
             for k in ("judge_only", "gold_only", "ppi"):
                 for part in ("value", "lo", "hi"):
                     r[f"{k}_{part}" if part != "value" else k] = g[k][part]
-            r["lambda"] = g["ppi"]["lambda"]
+            r["lambda"] = g["ppi_lambda"]
             r["effective_gold_n"] = g["effective_gold_n"]
             rows.append(r)
         return pd.DataFrame(rows)
 
     def render(self) -> str:
-        from memjudge.stats.bootstrap import format_interval
-
         def cell(d):
-            return format_interval(*(np.nan if d[k] is None else d[k] for k in ("value", "lo", "hi")))
+            return estimate_text(Estimate.from_dict(d), coef)
 
-        def num(x, fmt):
-            return "—" if x is None else format(x, fmt)
+        def num(x, digits):
+            return MISSING if x is None else coef(x, digits)
 
         iv = "persona-cluster bootstrap" if self.interval == "bootstrap" else "iid CLT"
         head = (f"Support rate, judge {self.judge} ({'majority of replicates' if self.replicate == 'majority' else f'replicate {self.replicate}'}); "
                 f"{self.n_gold} gold of {self.n_items} items; {int(self.level * 100)}% intervals: {iv}"
                 + ("; weighted by inclusion probabilities" if self.weighted else ""))
         t = pd.DataFrame([{"group": g["group"], "items": g["n_items"], "gold": g["n_gold"],
-                           "judge acc.": num(g["judge_accuracy_on_gold"], ".3f"),
+                           "judge acc.": num(g["judge_accuracy_on_gold"], 3),
                            "judge only": cell(g["judge_only"]), "gold only": cell(g["gold_only"]),
-                           "PPI++": cell(g["ppi"]), "λ": num(g["ppi"]["lambda"], ".2f"),
-                           "eff. gold n": num(g["effective_gold_n"], ".0f")} for g in self.groups])
+                           "PPI++": cell(g["ppi"]), "λ": num(g["ppi_lambda"], 2),
+                           "eff. gold n": num(g["effective_gold_n"], 0)} for g in self.groups])
         parts = [head, "", t.to_string(index=False)]
         if self.plan:
             p = self.plan
@@ -329,7 +332,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
             notes.append(f"{len(empty)} stratum/strata of the sample have no gold item ({', '.join(empty[:5])}"
                          f"{', ...' if len(empty) > 5 else ''}): gold only does not represent their items and "
                          f"PPI++ sees them only through the judge; label some of them")
-    weighted = w_gold is not None and (np.ptp(w_gold[gold_mask]) > 1e-12 or np.ptp(w_unl) > 1e-12)
+    weighted = w_gold is not None and w_unl is not None and (np.ptp(w_gold[gold_mask]) > 1e-12
+                                                             or np.ptp(w_unl) > 1e-12)
 
     personas = np.array(sorted(items["persona_id"].unique()), dtype=object)
     pcode = np.searchsorted(personas, items["persona_id"].to_numpy(dtype=object)).astype(np.int64)
@@ -351,7 +355,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
         row = {"group": name, "n_items": int(m.sum()), "n_gold": r["n_gold"], "judge_accuracy_on_gold": acc,
                "judge_only": _ci(r["judge_value"], r["judge_lo"], r["judge_hi"]),
                "gold_only": _ci(r["gold_value"], r["gold_lo"], r["gold_hi"]),
-               "ppi": _ci(r["ppi_value"], r["ppi_lo"], r["ppi_hi"], **{"lambda": r["ppi_lambda"]}),
+               "ppi": _ci(r["ppi_value"], r["ppi_lo"], r["ppi_hi"]),
+               "ppi_lambda": finite(r["ppi_lambda"]),
                "effective_gold_n": None if not np.isfinite(r["effective_gold_n"]) else float(r["effective_gold_n"])}
         if r["n_gold"] == 0:
             notes.append(f"group {name!r} has no gold item: gold-only and PPI++ are undefined there (null); "

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, format_interval, interval_pairs
+from memjudge._util.text import coef, with_interval
 from memjudge.errors import UsageError
-
+from memjudge.formats.estimate import Estimate
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, interval_pairs
 
 # ---------------------------------------------------------------------------------------
 # pure functions over arrays
@@ -81,7 +82,7 @@ class NoiseResult:
 
     `items`: items with at least two valid replicates; `replicates`: distinct replicate
     indices of the judge; `excluded_null`: label rows with a null verdict. Interval columns
-    are `<rate>_lo` / `<rate>_hi`."""
+    are `<rate>_lo` / `<rate>_hi`; in JSON each rate is an `Estimate` ``{"value", "lo", "hi"}``."""
 
     judges: pd.DataFrame
     by_category: pd.DataFrame
@@ -100,12 +101,11 @@ class NoiseResult:
                 "items": int(row.items),
                 "replicates": int(row.replicates),
                 "excluded_null": int(row.excluded_null),
-                "flip_rate": row.flip_rate,
-                "flip_rate_ci": [row.flip_rate_lo, row.flip_rate_hi],
-                "any_flip_rate": row.any_flip_rate,
-                "any_flip_rate_ci": [row.any_flip_rate_lo, row.any_flip_rate_hi],
+                "flip_rate": Estimate(row.flip_rate, row.flip_rate_lo, row.flip_rate_hi).to_dict(),
+                "any_flip_rate": Estimate(row.any_flip_rate, row.any_flip_rate_lo, row.any_flip_rate_hi).to_dict(),
                 "by_category": {
-                    c.category: {"items": int(c.items), "flip_rate": c.flip_rate, "flip_rate_ci": [c.flip_rate_lo, c.flip_rate_hi]}
+                    c.category: {"items": int(c.items),
+                                 "flip_rate": Estimate(c.flip_rate, c.flip_rate_lo, c.flip_rate_hi).to_dict()}
                     for c in cats.itertuples(index=False)
                 },
             })
@@ -122,14 +122,14 @@ class NoiseResult:
         t = pd.DataFrame({
             "judge": self.judges["judge"], "rubric": self.judges["rubric"], "items": self.judges["items"],
             "replicates": self.judges["replicates"], "null": self.judges["excluded_null"],
-            "flip rate": [format_interval(r.flip_rate, r.flip_rate_lo, r.flip_rate_hi) for r in self.judges.itertuples()],
-            "any flip": [format_interval(r.any_flip_rate, r.any_flip_rate_lo, r.any_flip_rate_hi) for r in self.judges.itertuples()],
+            "flip rate": [with_interval(coef, r.flip_rate, r.flip_rate_lo, r.flip_rate_hi) for r in self.judges.itertuples()],
+            "any flip": [with_interval(coef, r.any_flip_rate, r.any_flip_rate_lo, r.any_flip_rate_hi) for r in self.judges.itertuples()],
         })
         parts = [head, "", t.to_string(index=False)]
         if len(self.by_category):
             c = self.by_category
             ct = pd.DataFrame({"judge": c["judge"], "rubric": c["rubric"], "category": c["category"], "items": c["items"],
-                               "flip rate": [format_interval(r.flip_rate, r.flip_rate_lo, r.flip_rate_hi) for r in c.itertuples()]})
+                               "flip rate": [with_interval(coef, r.flip_rate, r.flip_rate_lo, r.flip_rate_hi) for r in c.itertuples()]})
             parts += ["", "By category", "", ct.to_string(index=False)]
         parts += [f"note: {n}" for n in self.notes]
         return "\n".join(parts)

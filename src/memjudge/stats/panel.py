@@ -50,15 +50,18 @@ all items, so the panel judge does not change with a reporting option.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from memjudge.stats.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
+from memjudge._util.text import coef, with_interval
 from memjudge.errors import InputError, UsageError
 from memjudge.formats import LINE  # the readers' private line-number column
+from memjudge.formats.estimate import Estimate
+from memjudge.stats.bootstrap import B_DEFAULT, cluster_weights, interval_pairs
 
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
@@ -235,7 +238,6 @@ def fit_em(R: np.ndarray, method: str = "dawid-skene", weights: np.ndarray | Non
     row of `weights` (B, n) (item weights; None: one fit with every weight 1). Runs on the
     response patterns (`response_patterns`); `q` is returned per item."""
     P, inverse = response_patterns(R)
-    n = R.shape[0]
     if weights is None:
         wp = np.bincount(inverse, minlength=P.shape[0]).astype(float)[None, :]
     else:
@@ -320,8 +322,8 @@ def majority_vote(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # result
 
 
-def _est(value, lo=np.nan, hi=np.nan) -> dict:
-    return {"value": value, "lo": lo, "hi": hi}
+def _est(value, lo=None, hi=None) -> dict:
+    return Estimate(value, lo, hi).to_dict()
 
 
 @dataclass
@@ -370,7 +372,8 @@ class PanelResult:
         return json_safe(out)
 
     def to_text(self) -> str:
-        from memjudge.stats.bootstrap import format_interval as fi
+        def fi(value, lo=None, hi=None) -> str:
+            return with_interval(coef, value, lo, hi)
 
         lines = [f"{self.judge}: {self.n_items} items, {len(self.judges)} judges"
                  + (f", {self.iterations} EM iterations" if self.method != "majority" else "")
@@ -544,7 +547,8 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
         iterations, converged = 0, True
         decided = vidx[vidx >= 0]  # the prior of a majority panel: the shares of its verdicts
         prior = {c: _est(float(np.mean(decided == k)) if len(decided) else np.nan) for k, c in enumerate(classes)}
-        judge_errors = [{"judge": j, "sensitivity": _est(np.nan), "specificity": _est(np.nan)} for j in names]
+        judge_errors: list[dict[str, Any]] = [{"judge": j, "sensitivity": _est(np.nan), "specificity": _est(np.nan)}
+                                              for j in names]
         notes.append("majority vote has no latent model: sensitivity and specificity are estimated by "
                      "--method dawid-skene or one-coin")
     else:
@@ -584,7 +588,7 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
     elif by == "category":
         notes.append("--by category needs --method dawid-skene or one-coin (majority estimates no error rates)")
 
-    gold_out = None
+    gold_out: dict[str, Any] | None = None
     if gold is not None:
         if gold["assertion_id"].duplicated().any():
             # several annotators per item (memjudge annotate): the strict majority; a tie is no gold
@@ -616,7 +620,8 @@ def panel(labels, judges: Sequence[str] | None = None, method: str = "dawid-sken
     verdicts = [classes[k] if k >= 0 else None for k in verdict_idx]
     n_valid = (rs.Y >= 0).sum(axis=1)
     counts = R.sum(axis=1)
-    errors, rationale = [], []
+    errors: list[str | None] = []
+    rationale: list[str | None] = []
     for i in range(n):
         tally = ", ".join(f"{c} {int(counts[i, k])}" for k, c in enumerate(classes) if counts[i, k])
         rationale.append(f"{method} over {n_valid[i]} of {J} judges ({tally})" if n_valid[i] else None)

@@ -25,6 +25,8 @@ impute); a judge whose verdicts do not vary → λ = 0 (θ does not depend on λ
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.stats import norm
 
@@ -223,8 +225,8 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
     theta, lam, v_ppi = ppi_from_sums(L, U)
     g0, _, v_gold = ppi_from_sums(L, U, lam=0.0)
     j0 = float(_judge_only(J))
-    out = dict(judge_value=j0, gold_value=float(g0), ppi_value=float(theta), ppi_lambda=float(lam),
-               n_gold=int(L[0]), n_items=int(len(persona)))
+    out: dict[str, Any] = dict(judge_value=j0, gold_value=float(g0), ppi_value=float(theta), ppi_lambda=float(lam),
+                               n_gold=int(L[0]), n_items=int(len(persona)))
     z = norm.ppf(1 - (1 - level) / 2)
     if interval == "clt":
         v_judge = j0 * (1 - j0) / J[0] if J[0] > 0 else np.nan
