@@ -615,7 +615,7 @@ def test_rate_limits_hold_at_the_server_with_retries_and_reasks(tmp_path, fake_s
     holds more than the limit plus one request. Windows of 2 s stand in for minutes."""
     import memjudge.scoring.ratelimit
     from memjudge.scoring.engine import estimate_tokens
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     window = 2.0
     monkeypatch.setattr(memjudge.scoring.ratelimit, "WINDOW_S", window)
@@ -691,7 +691,7 @@ def test_retry_after_beyond_retry_max_is_honoured_up_to_its_own_maximum(tmp_path
 
 def test_rubric_name_cannot_steer_the_default_output_folder(tmp_path, fake_server, monkeypatch, capsys):
     """Item 8: a rubric's name becomes part of one folder name under runs/, never a path."""
-    from memjudge.scoring.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
+    from memjudge.judges.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
 
     cand, src = write_inputs(tmp_path, n=4)
     text = (ROOT / "rubrics" / "support.toml").read_text(encoding="utf-8").replace('name = "support"', 'name = "../../../escaped"')

@@ -27,9 +27,9 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, is_transient_status, normalise_base_url, schema_prompt, text_answer, verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, delay_from_headers, is_transient_status, normalise_base_url, parse_duration, schema_prompt,
+    text_answer, verdict_log_odds,
 )
-from memjudge.scoring.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"  # honoured by google-genai itself

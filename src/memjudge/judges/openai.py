@@ -42,10 +42,10 @@ from openai.lib._parsing import type_to_response_format_param
 
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer, verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, delay_from_headers, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer,
+    verdict_log_odds,
 )
-from memjudge.scoring.retry import delay_from_headers
-from memjudge.scoring.rubrics import AnswerError, parse_json_answer
+from memjudge.judges.rubrics import AnswerError, parse_json_answer
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"

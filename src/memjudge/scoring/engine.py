@@ -39,7 +39,7 @@ from memjudge.errors import InputError, MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
 from memjudge.judges.base import RequestTimeout
 from memjudge.scoring.ratelimit import RateLimiter
-from memjudge.scoring.rubrics import AnswerError, Rubric, evidence_found, load_rubric
+from memjudge.judges.rubrics import AnswerError, Rubric, evidence_found, load_rubric
 
 log = logging.getLogger("memjudge")
 
