@@ -118,7 +118,8 @@ class GeminiJudge(Judge):
     def endpoint(self) -> str:
         return self.base_url or DEFAULT_BASE_URL
 
-    def _aio(self):
+    def client(self):
+        """The SDK's async client (`genai.Client(...).aio`) of the running event loop (batch jobs use it too)."""
         return self._client.get().aio
 
     def request_config(self, call: JudgeCall) -> types.GenerateContentConfig:
@@ -180,7 +181,7 @@ class GeminiJudge(Judge):
         while True:
             asked_logprobs = self._logprobs
             try:
-                response = await self._aio()._api_client.async_request(
+                response = await self.client()._api_client.async_request(
                     "post", f"{model}:generateContent", self.request_body(call))
             except errors.ClientError as exc:
                 # Log-probabilities are not offered for every model: ask again without.
@@ -255,7 +256,7 @@ class GeminiJudge(Judge):
         return delay_from_headers(getattr(response, "headers", None))
 
     async def prepare(self) -> None:
-        self._aio().models  # the SDK builds its API modules lazily
+        self.client().models  # the SDK builds its API modules lazily
 
     async def aclose(self) -> None:
         await self._client.aclose()

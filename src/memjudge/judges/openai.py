@@ -148,7 +148,8 @@ class OpenAIJudge(Judge):
             "server_slots": self.slots,
         }
 
-    def _aio(self) -> openai.AsyncOpenAI:
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK's async client of the running event loop (batch files and jobs use it too)."""
         return self._client.get()
 
     # -- the request ------------------------------------------------------------------------
@@ -243,7 +244,7 @@ class OpenAIJudge(Judge):
         self._gate = asyncio.Semaphore(self.slots) if self.slots is not None else None
         if self.base_url is None:
             return
-        client = self._aio().with_options(timeout=PREFLIGHT_TIMEOUT_S)
+        client = self.client().with_options(timeout=PREFLIGHT_TIMEOUT_S)
         try:
             response = await client.models.with_raw_response.list()
             body = response.http_response.json()
@@ -295,7 +296,7 @@ class OpenAIJudge(Judge):
                 # Read the mode now (a slot is ours): a refusal seen meanwhile is not repeated.
                 mode = self.mode
                 params = self.request_params(call, mode)
-                response = await self._aio().post("/chat/completions", body=params, cast_to=httpx2.Response,
+                response = await self.client().post("/chat/completions", body=params, cast_to=httpx2.Response,
                                                   options=_REQUEST_OPTIONS)
             except openai.APIStatusError as exc:
                 if self._adapt(exc, params, mode):
@@ -379,7 +380,7 @@ class OpenAIJudge(Judge):
         return None
 
     async def prepare(self) -> None:
-        self._aio().chat.completions.with_raw_response  # the SDK imports its resources lazily
+        self.client().chat.completions.with_raw_response  # the SDK imports its resources lazily
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -414,3 +415,4 @@ def _openai_tokens(logprobs: Any) -> list | None:
                if isinstance(a, dict) and isinstance(a.get("token"), str) and isinstance(a.get("logprob"), (int, float))]
         out.append((t["token"], t.get("logprob"), top))
     return out
+
