@@ -327,6 +327,37 @@ def parse_duration(value) -> float | None:
     return None
 
 
+def unreachable(spec: str, url: str, cause: BaseException | None) -> Exception:
+    """The one line of a run whose endpoint does not answer (nothing listens there)."""
+    from memjudge.errors import MemjudgeError
+
+    why = f"{type(cause).__name__}: {' '.join(str(cause).split()) or 'no answer'}" if cause is not None else "no answer"
+    return MemjudgeError(f"judge {spec}: nothing answers at {url} — is the server running? (cannot reach it: {why})")
+
+
+async def connection_refused(url: str, timeout_s: float) -> OSError | None:
+    """Open (and close) a TCP connection to the URL's host and port: the refusal when nothing
+    listens there, else None (a connection, a timeout or any other outcome: the requests
+    themselves will tell). No HTTP request is sent."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        async with asyncio.timeout(timeout_s):
+            _, writer = await asyncio.open_connection(parts.hostname, port)
+    except ConnectionRefusedError as e:
+        return e
+    except (OSError, TimeoutError):
+        return None
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
 class LoopBoundClient:
     """One SDK client per event loop. httpx2 connection pools belong to the loop that made
     them: a second asyncio.run() (the Python API called twice) needs a fresh client, and a

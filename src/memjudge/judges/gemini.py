@@ -27,8 +27,9 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, delay_from_headers, is_transient_status, normalise_base_url, parse_duration, schema_prompt,
-    text_answer, verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, connection_refused, delay_from_headers, is_transient_status,
+    normalise_base_url, parse_duration, schema_prompt,
+    text_answer, unreachable, verdict_log_odds,
 )
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -38,6 +39,7 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"  # the SDK's own 
 OPTIONS = frozenset({"thinking_level"})
 # Alternatives per token asked for with response_logprobs (the API's maximum is 20).
 TOP_LOGPROBS = 20
+PREFLIGHT_TIMEOUT_S = 30.0
 
 _FINISH = {
     "STOP": "stop",
@@ -257,6 +259,15 @@ class GeminiJudge(Judge):
 
     async def prepare(self) -> None:
         self.client().models  # the SDK builds its API modules lazily
+
+    async def preflight(self) -> None:
+        """For an endpoint of our own (`base_url`): stop at once, in one line, when nothing
+        listens there, rather than retrying every request against a closed port."""
+        if self.base_url is None:
+            return
+        refused = await connection_refused(self.base_url, min(PREFLIGHT_TIMEOUT_S, self.config.timeout_s))
+        if refused is not None:
+            raise unreachable(self.spec, self.base_url, refused)
 
     async def aclose(self) -> None:
         await self._client.aclose()

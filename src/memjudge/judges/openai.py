@@ -43,7 +43,7 @@ from openai.lib._parsing import type_to_response_format_param
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
     Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, delay_from_headers, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer,
-    verdict_log_odds,
+    unreachable, verdict_log_odds,
 )
 from memjudge.judges.rubrics import AnswerError, parse_json_answer
 
@@ -253,9 +253,7 @@ class OpenAIJudge(Judge):
             # completions): no model list, no slot count; the answers still work.
             return
         except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise MemjudgeError(f"judge {self.spec}: cannot reach {self.base_url} "
-                                f"({type(cause).__name__}: {' '.join(str(cause).split()) or 'no answer'}); is the server running?") from None
+            raise unreachable(self.spec, self.base_url, exc.__cause__ or exc) from None
         except (openai.APIStatusError, ValueError):
             return  # no model list (some servers): the answers still work
         data = [m for m in (body.get("data") or []) if isinstance(m, dict)] if isinstance(body, dict) else []

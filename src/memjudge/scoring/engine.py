@@ -122,7 +122,7 @@ class RunSettings:
 def run_files(out_dir: Path) -> list[Path]:
     """Files of a run folder that memjudge opens itself (to append, write or read back as its
     own); the outputs proper are replaced by a rename, which never follows a link."""
-    from memjudge.scoring.batch import LOCK_FILE, STATE_FILE
+    from memjudge.scoring.batch.state import LOCK_FILE, STATE_FILE
 
     opened = [JOURNAL, STATE_FILE, LOCK_FILE]
     replaced = [JOURNAL, STATE_FILE, "labels.jsonl", "coverage.jsonl", "labels.parquet", "coverage.parquet", "config.json", "summary.json"]
@@ -189,7 +189,8 @@ def score_run(
     rub = load_rubric(rubric)
     batch_settings = None
     if batch:
-        from memjudge.scoring.batch import BatchSettings, check_batch_judge
+        from memjudge.judges.base_batch import check_batch_judge
+        from memjudge.scoring.batch.state import BatchSettings
 
         check_batch_judge(judge)
         if not write:
@@ -307,7 +308,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         stopped: RunStopped | None = None
         try:
             if s.batch is not None:
-                from memjudge.scoring.batch import run_batch
+                from memjudge.scoring.batch.runner import run_batch
 
                 # Also without pending calls: jobs of an earlier run may still be open.
                 batch_report = run_sync(closer.after(store.finishing(run_batch(
