@@ -36,7 +36,7 @@ from memjudge._util.aio import run_sync
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeConfig
 from memjudge.judges.rubrics import Rubric, load_rubric
-from memjudge.scoring.answers import MAX_REASKS, AnswerCheck
+from memjudge.scoring.answers import AnswerCheck
 from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.cost import estimate_tokens, job_cost_usd, price_usd
 from memjudge.scoring.online import OnlineRunner, RunStopped, Tally
@@ -390,5 +390,4 @@ def score(
     return result.labels if result.labels is not None else result.coverage
 
 
-__all__ = ["MAX_REASKS", "AllCallsFailed", "RunSettings", "RunStopped", "ScoreResult", "ScoreSummary", "default_out_dir",
-           "job_cost_usd", "price_usd", "resolve_judge", "score", "score_run"]
+__all__ = ["AllCallsFailed", "RunSettings", "ScoreResult", "ScoreSummary", "run_files", "score", "score_run"]
