@@ -7,9 +7,10 @@ The engine hands over the calls that no journal or cache answers (`run_batch`); 
 turns them into batch requests whose custom id (OpenAI) / metadata key (Gemini) is the cache
 key, splits them into jobs within the provider's limits, submits, polls, and joins results on
 that key (the order is not kept). Every answer then goes through the online path's checks
-(`answers.AnswerCheck.examine`): a valid one is journaled and cached exactly like an
-online answer (`store.AnswerStore.keep`); one that does not validate is re-asked in the next job (up to MAX_REASKS, as
-online); one that is truncated, blocked or unreadable is `verdict: null` with its error.
+(`answers.AnswerCheck.examine`): a valid one is journaled and cached exactly like an online
+answer (`store.AnswerStore.keep`); one that does not validate is re-asked in the next job
+(up to MAX_REASKS, as online); one that is truncated, blocked or unreadable is
+`verdict: null` with its error.
 Lines that failed (5xx/429 in the error file, expired, missing) are resubmitted in a new job,
 at most `max_resubmits` times, or with `fallback="online"` asked online (online.py).
 The providers' request and result formats are theirs: judges/openai_batch.py and
@@ -42,10 +43,6 @@ from memjudge.scoring.batch.state import BatchSettings, BatchState, RunLock, job
 from memjudge.scoring.online import OnlineRunner, Tally
 from memjudge.scoring.retry import call_with_retry
 from memjudge.scoring.store import AnswerStore
-
-
-# ---------------------------------------------------------------------------------------
-# the orchestration
 
 
 class Runner:
