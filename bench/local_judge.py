@@ -116,7 +116,7 @@ def results_path(dataset: str, variant: str = "rubric") -> Path:
 
 def variant_id(variant: str) -> str:
     from memjudge.judges.local_premise import PROMPT_VERSION
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     if VARIANTS[variant] is None:
         return load_rubric("support").id
@@ -131,7 +131,7 @@ def dataset_items(name: str) -> pd.DataFrame:
 
 
 def cmd_scores(args) -> None:
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     rubric = load_rubric("support")
     vid = variant_id(args.variant)
@@ -177,7 +177,7 @@ def cmd_scores(args) -> None:
 def cmd_speed(args) -> None:
     """The same items scored twice: cold (KV cache dropped before each) and warm (persona order,
     shared prefix kept). Prints both rates and their ratio."""
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     rubric = load_rubric("support")
     items = dataset_items(args.dataset).sort_values(["persona_id", "assertion_id"], kind="stable")

@@ -162,7 +162,7 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
 def render_prompts(cand: Path, src: Path, path: Path) -> None:
     sys.path.insert(0, str(ROOT / "src"))
     from memjudge.formats import read_candidates, read_sources
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     rub = load_rubric("support")
     schema = rub.model.model_json_schema()

@@ -20,7 +20,8 @@ from conftest import ROOT, _PROVIDER_ENV
 from fake_server import BatchPlan, Fault
 from memjudge import cli as memjudge_cli
 from memjudge.scoring.batch import STATE_FILE
-from memjudge.scoring.engine import MAX_REASKS, score_run
+from memjudge.scoring.answers import MAX_REASKS
+from memjudge.scoring.engine import score_run
 from scripted_judge import UNSUPPORTED, candidates_frame, sources_frame
 
 N = 12
@@ -431,10 +432,10 @@ def test_batch_calls_are_retried_and_a_lost_create_is_found_not_repeated(fake_se
 
 
 def test_one_batch_process_per_run_directory(fake_server, tmp_path):
-    from memjudge.scoring.batch import _RunLock
+    from memjudge.scoring.batch import RunLock
     from memjudge.errors import UsageError
 
-    held = _RunLock(tmp_path / "run")
+    held = RunLock(tmp_path / "run")
     try:
         with pytest.raises(UsageError, match="another memjudge process"):
             run(fake_server, "openai", tmp_path)
@@ -446,10 +447,10 @@ def test_one_batch_process_per_run_directory(fake_server, tmp_path):
 
 @pytest.mark.parametrize("how", ["file", "auto"])
 def test_gemini_file_input_and_result_file(fake_server, tmp_path, monkeypatch, how):
-    import memjudge.scoring.batch
+    import memjudge.judges.gemini_batch
 
     if how == "auto":  # a job over the inline limit goes as an uploaded JSONL file
-        monkeypatch.setattr(memjudge.scoring.batch, "GEMINI_INLINE_BYTES", 3000)
+        monkeypatch.setattr(memjudge.judges.gemini_batch, "INLINE_BYTES", 3000)
     t = texts()
     fake_server.enqueue(Fault.malformed_body(), route="gemini.batch_line", contains=t[2] + "\n")  # a line cut in half
     fake_server.enqueue(Fault.server_error(), route="gemini.batch_line", contains=t[3] + "\n")  # resubmitted

@@ -11,7 +11,7 @@ import diskcache
 from memjudge.scoring.cache import AnswerCache, cache_key, resolve_cache_dir
 from memjudge.scoring.engine import score_run
 from memjudge.judges import JudgeConfig, Prompt
-from memjudge.scoring.rubrics import load_rubric
+from memjudge.judges.rubrics import load_rubric
 from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,8 @@ import pytest
 from conftest import ROOT, _PROVIDER_ENV
 from fake_server import Fault
 from memjudge import cli as memjudge_cli
-from memjudge.scoring.engine import MAX_REASKS, score, score_run
+from memjudge.scoring.answers import MAX_REASKS
+from memjudge.scoring.engine import score, score_run
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import JudgeAnswer, JudgeConfig, Usage
 from memjudge.scoring.ratelimit import RateLimiter
@@ -284,7 +285,7 @@ def test_judges_file_supplies_settings_and_flags_override(tmp_path, capsys):
     code = memjudge_cli.main(["score", str(cand), "--sources", str(src), "--judge", "openai:gpt-4o-mini", "--judges-file", str(panel), "--dry-run"])
     text = capsys.readouterr().out
     assert code == 0 and f"dry run: {N} calls" in text and "estimated cost: $" in text
-    from memjudge.scoring.engine import resolve_judge
+    from memjudge.scoring.plan import resolve_judge
 
     judge, _ = resolve_judge("openai:gpt-4o-mini", judges_file=panel, concurrency=9)
     assert judge.config.concurrency == 9 and judge.config.price_input_per_mtok == 0.15
@@ -614,8 +615,8 @@ def test_rate_limits_hold_at_the_server_with_retries_and_reasks(tmp_path, fake_s
     limiter, and the token budget does not start full: counted at the fake server, no window
     holds more than the limit plus one request. Windows of 2 s stand in for minutes."""
     import memjudge.scoring.ratelimit
-    from memjudge.scoring.engine import estimate_tokens
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.scoring.cost import estimate_tokens
+    from memjudge.judges.rubrics import load_rubric
 
     window = 2.0
     monkeypatch.setattr(memjudge.scoring.ratelimit, "WINDOW_S", window)
@@ -691,7 +692,7 @@ def test_retry_after_beyond_retry_max_is_honoured_up_to_its_own_maximum(tmp_path
 
 def test_rubric_name_cannot_steer_the_default_output_folder(tmp_path, fake_server, monkeypatch, capsys):
     """Item 8: a rubric's name becomes part of one folder name under runs/, never a path."""
-    from memjudge.scoring.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
+    from memjudge.judges.rubrics import builtin_names  # noqa: F401  (the built-in support text is the base)
 
     cand, src = write_inputs(tmp_path, n=4)
     text = (ROOT / "rubrics" / "support.toml").read_text(encoding="utf-8").replace('name = "support"', 'name = "../../../escaped"')

@@ -121,7 +121,7 @@ def test_bad_specs_and_options(tmp_path, cli):
 
 
 def _call(assertion_id="a1", replicate=0):
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     rubric = load_rubric("support")
     return JudgeCall(key=f"k-{assertion_id}-{replicate}", rubric=rubric.id, prompt=Prompt("s", "u"),
@@ -137,7 +137,7 @@ def judge_factory():
 
 
 def test_verdict_is_log_odds_against_threshold(judge_factory):
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     judge = judge_factory(options={"threshold": -1.5})
     rubric = load_rubric("support")
@@ -208,7 +208,7 @@ def model_cache(tmp_path_factory):
 
 
 def _prompts():
-    from memjudge.scoring.rubrics import load_rubric
+    from memjudge.judges.rubrics import load_rubric
 
     rubric = load_rubric("support")
     return {k: rubric.render_support(source=SOURCE, assertion=a, category="c", persona_id="p1", assertion_id=k)

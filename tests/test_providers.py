@@ -676,6 +676,37 @@ def test_server_down_is_one_line_within_seconds(tmp_path, capsys):
     assert all(r["error"].startswith("not asked") for r in rows_of(tmp_path / "run"))
 
 
+@pytest.mark.parametrize("spec", ["openai:qwen-local", "gemini:gemini-2.5-flash"])
+def test_nothing_listening_at_the_base_url_stops_the_run_at_once_naming_it(tmp_path, capsys, monkeypatch, spec):
+    """Issue 19 item 6: a base URL with nothing listening (connection refused) is one line
+    naming the URL, exit 2, before any request is sent: no retries against a closed port."""
+    import socket
+
+    from memjudge.judges.gemini import GeminiJudge
+    from memjudge.judges.openai import OpenAIJudge
+
+    attempts = []
+    for cls in (OpenAIJudge, GeminiJudge):
+        real = cls.generate
+
+        async def counting(self, call, real=real):
+            attempts.append(call.key)
+            return await real(self, call)
+
+        monkeypatch.setattr(cls, "generate", counting)
+    with socket.socket() as s:  # a free port on 127.0.0.1 that nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}" + ("/v1" if spec.startswith("openai") else "")
+    assert score_main(tmp_path, url, spec=spec) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"nothing answers at {url} — is the server running?" in err[0] and spec in err[0]
+    assert attempts == []  # stopped before the first request, not after 8 retries of each
+    rows = rows_of(tmp_path / "run")
+    assert len(rows) == 8 and all(r["verdict"] is None and r["error"].startswith("not asked") for r in rows)
+
+
 def test_auto_steps_down_to_text_when_the_format_is_ignored(fake_server, tmp_path):
     fake_server.compat = "ignore-format"
     assert score_main(tmp_path, fake_server.openai_base_url, "--concurrency", "1") == 0

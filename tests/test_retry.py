@@ -11,7 +11,8 @@ import time
 import pytest
 
 from memjudge.judges.base import Judge, JudgeConfig
-from memjudge.scoring.retry import RetryDelayTooLong, RetryEvent, backoff_s, call_with_retry, delay_from_headers, parse_duration
+from memjudge.judges.base import delay_from_headers, parse_duration
+from memjudge.scoring.retry import RetryDelayTooLong, RetryEvent, backoff_s, call_with_retry
 
 
 class Transient(Exception):

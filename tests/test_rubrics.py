@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memjudge.errors import InputError, UsageError
-from memjudge.scoring.rubrics import AnswerError, builtin_names, evidence_found, load_rubric, rubric_from_toml
+from memjudge.judges.rubrics import AnswerError, builtin_names, evidence_found, load_rubric, rubric_from_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -174,7 +174,7 @@ def test_rubrics_ship_inside_the_package(tmp_path):
     r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)], cwd=src, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (lib / "memjudge" / "_rubrics").glob("*.toml")) == ["coverage.toml", "support.toml"]
-    code = ("import memjudge.scoring.rubrics as r; d = r._builtin_dir(); "
+    code = ("import memjudge.judges.rubrics as r; d = r._builtin_dir(); "
             "print(d, r.builtin_names(), r.load_rubric('support').id)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(lib), "PATH": ""})
     assert out.returncode == 0, out.stderr

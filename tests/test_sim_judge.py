@@ -16,7 +16,7 @@ from memjudge.judges import JudgeCall, make_judge
 from memjudge.judges.panel import load_panel
 from memjudge.judges.sim import flip_probability, flip_scale
 from memjudge.stats.noise import noise
-from memjudge.scoring.rubrics import load_rubric
+from memjudge.judges.rubrics import load_rubric
 from memjudge.simulation import simulate
 
 

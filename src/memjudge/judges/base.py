@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import json
 import math
 import re
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -288,6 +290,74 @@ def is_transient_status(code: int | None) -> bool:
     return code is not None and (code in TRANSIENT_STATUSES or code >= 500)
 
 
+def delay_from_headers(headers) -> float | None:
+    """The delay a response's headers ask for: `retry-after-ms` (OpenAI), else `Retry-After`
+    as seconds or an HTTP date. None when absent or unreadable."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def parse_duration(value) -> float | None:
+    """A protobuf JSON Duration ("33s", "0.5s", "1.000340012s") in seconds; None if unreadable."""
+    if isinstance(value, (int, float)):
+        return max(0.0, float(value))
+    if isinstance(value, str) and value.endswith("s"):
+        try:
+            return max(0.0, float(value[:-1]))
+        except ValueError:
+            return None
+    return None
+
+
+def unreachable(spec: str, url: str, cause: BaseException | None) -> Exception:
+    """The one line of a run whose endpoint does not answer (nothing listens there)."""
+    from memjudge.errors import MemjudgeError
+
+    why = f"{type(cause).__name__}: {' '.join(str(cause).split()) or 'no answer'}" if cause is not None else "no answer"
+    return MemjudgeError(f"judge {spec}: nothing answers at {url} — is the server running? (cannot reach it: {why})")
+
+
+async def connection_refused(url: str, timeout_s: float) -> OSError | None:
+    """Open (and close) a TCP connection to the URL's host and port: the refusal when nothing
+    listens there, else None (a connection, a timeout or any other outcome: the requests
+    themselves will tell). No HTTP request is sent."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        async with asyncio.timeout(timeout_s):
+            _, writer = await asyncio.open_connection(parts.hostname, port)
+    except ConnectionRefusedError as e:
+        return e
+    except (OSError, TimeoutError):
+        return None
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
 class LoopBoundClient:
     """One SDK client per event loop. httpx2 connection pools belong to the loop that made
     them: a second asyncio.run() (the Python API called twice) needs a fresh client, and a
@@ -309,6 +379,12 @@ class LoopBoundClient:
         self._client = self._loop = None
         if client is not None and loop is asyncio.get_running_loop():
             await self._close(client)
+
+
+def canonical_json(obj: Any, *, allow_nan: bool = True) -> str:
+    """The one canonical JSON text of memjudge's keys and identities (sorted keys, no spaces):
+    hashing anything else would make equal inputs look different."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan)
 
 
 # "stop" is the only reason whose text may become a label.

@@ -27,9 +27,10 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, is_transient_status, normalise_base_url, schema_prompt, text_answer, verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, connection_refused, delay_from_headers, is_transient_status,
+    normalise_base_url, parse_duration, schema_prompt,
+    text_answer, unreachable, verdict_log_odds,
 )
-from memjudge.scoring.retry import delay_from_headers, parse_duration
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"  # honoured by google-genai itself
@@ -38,6 +39,7 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"  # the SDK's own 
 OPTIONS = frozenset({"thinking_level"})
 # Alternatives per token asked for with response_logprobs (the API's maximum is 20).
 TOP_LOGPROBS = 20
+PREFLIGHT_TIMEOUT_S = 30.0
 
 _FINISH = {
     "STOP": "stop",
@@ -118,7 +120,8 @@ class GeminiJudge(Judge):
     def endpoint(self) -> str:
         return self.base_url or DEFAULT_BASE_URL
 
-    def _aio(self):
+    def client(self):
+        """The SDK's async client (`genai.Client(...).aio`) of the running event loop (batch jobs use it too)."""
         return self._client.get().aio
 
     def request_config(self, call: JudgeCall) -> types.GenerateContentConfig:
@@ -180,7 +183,7 @@ class GeminiJudge(Judge):
         while True:
             asked_logprobs = self._logprobs
             try:
-                response = await self._aio()._api_client.async_request(
+                response = await self.client()._api_client.async_request(
                     "post", f"{model}:generateContent", self.request_body(call))
             except errors.ClientError as exc:
                 # Log-probabilities are not offered for every model: ask again without.
@@ -255,7 +258,16 @@ class GeminiJudge(Judge):
         return delay_from_headers(getattr(response, "headers", None))
 
     async def prepare(self) -> None:
-        self._aio().models  # the SDK builds its API modules lazily
+        self.client().models  # the SDK builds its API modules lazily
+
+    async def preflight(self) -> None:
+        """For an endpoint of our own (`base_url`): stop at once, in one line, when nothing
+        listens there, rather than retrying every request against a closed port."""
+        if self.base_url is None:
+            return
+        refused = await connection_refused(self.base_url, min(PREFLIGHT_TIMEOUT_S, self.config.timeout_s))
+        if refused is not None:
+            raise unreachable(self.spec, self.base_url, refused)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -42,10 +42,10 @@ from openai.lib._parsing import type_to_response_format_param
 
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer, verdict_log_odds,
+    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, delay_from_headers, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer,
+    unreachable, verdict_log_odds,
 )
-from memjudge.scoring.retry import delay_from_headers
-from memjudge.scoring.rubrics import AnswerError, parse_json_answer
+from memjudge.judges.rubrics import AnswerError, parse_json_answer
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
@@ -148,7 +148,8 @@ class OpenAIJudge(Judge):
             "server_slots": self.slots,
         }
 
-    def _aio(self) -> openai.AsyncOpenAI:
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK's async client of the running event loop (batch files and jobs use it too)."""
         return self._client.get()
 
     # -- the request ------------------------------------------------------------------------
@@ -243,7 +244,7 @@ class OpenAIJudge(Judge):
         self._gate = asyncio.Semaphore(self.slots) if self.slots is not None else None
         if self.base_url is None:
             return
-        client = self._aio().with_options(timeout=PREFLIGHT_TIMEOUT_S)
+        client = self.client().with_options(timeout=PREFLIGHT_TIMEOUT_S)
         try:
             response = await client.models.with_raw_response.list()
             body = response.http_response.json()
@@ -252,9 +253,7 @@ class OpenAIJudge(Judge):
             # completions): no model list, no slot count; the answers still work.
             return
         except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise MemjudgeError(f"judge {self.spec}: cannot reach {self.base_url} "
-                                f"({type(cause).__name__}: {' '.join(str(cause).split()) or 'no answer'}); is the server running?") from None
+            raise unreachable(self.spec, self.base_url, exc.__cause__ or exc) from None
         except (openai.APIStatusError, ValueError):
             return  # no model list (some servers): the answers still work
         data = [m for m in (body.get("data") or []) if isinstance(m, dict)] if isinstance(body, dict) else []
@@ -295,7 +294,7 @@ class OpenAIJudge(Judge):
                 # Read the mode now (a slot is ours): a refusal seen meanwhile is not repeated.
                 mode = self.mode
                 params = self.request_params(call, mode)
-                response = await self._aio().post("/chat/completions", body=params, cast_to=httpx2.Response,
+                response = await self.client().post("/chat/completions", body=params, cast_to=httpx2.Response,
                                                   options=_REQUEST_OPTIONS)
             except openai.APIStatusError as exc:
                 if self._adapt(exc, params, mode):
@@ -379,7 +378,7 @@ class OpenAIJudge(Judge):
         return None
 
     async def prepare(self) -> None:
-        self._aio().chat.completions.with_raw_response  # the SDK imports its resources lazily
+        self.client().chat.completions.with_raw_response  # the SDK imports its resources lazily
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -414,3 +413,4 @@ def _openai_tokens(logprobs: Any) -> list | None:
                if isinstance(a, dict) and isinstance(a.get("token"), str) and isinstance(a.get("logprob"), (int, float))]
         out.append((t["token"], t.get("logprob"), top))
     return out
+

@@ -151,7 +151,7 @@ class _Truth:
 
 def _block(text: str, name: str) -> list[tuple[str, str]] | None:
     """(id, text) entries of a <<<NAME ... NAME>>> list block of a rendered prompt, or None."""
-    from memjudge.scoring.rubrics import list_entries
+    from memjudge.judges.rubrics import list_entries
 
     m = re.search(rf"<<<{name}\n(.*?)\n?{name}>>>", text, re.S)
     if m is None:
@@ -272,7 +272,7 @@ class SimJudge(Judge):
                 obj = self._support_answer(aid, r)
                 rows.append((aid, pid, cat, r, obj["verdict"], obj["evidence"], obj["rationale"]))
         df = pd.DataFrame(rows, columns=["assertion_id", "persona_id", "category", "replicate", "verdict", "evidence", "rationale"])
-        from memjudge.scoring.rubrics import load_rubric
+        from memjudge.judges.rubrics import load_rubric
 
         df.insert(3, "judge", self.spec)
         df.insert(4, "rubric", load_rubric("support").id)  # as the engine names it
@@ -298,7 +298,7 @@ class SimJudge(Judge):
         by_p: dict[str, list[tuple[str, str]]] = {}
         for pid, fid, text in zip(facts["persona_id"].astype(str), facts["fact_id"].astype(str), facts["text"]):
             by_p.setdefault(pid, []).append((fid, text))
-        from memjudge.scoring.rubrics import load_rubric
+        from memjudge.judges.rubrics import load_rubric
 
         rubric = load_rubric("coverage").id
         rows = []

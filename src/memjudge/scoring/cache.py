@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memjudge.errors import UsageError
-from memjudge.judges.base import Prompt
+from memjudge.judges.base import Prompt, canonical_json
 
 ENV_VAR = "MEMJUDGE_CACHE_DIR"
 KEY_VERSION = 1  # bump when the key's composition changes
@@ -35,12 +35,6 @@ def default_cache_dir() -> Path:
 def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """--cache-dir, else MEMJUDGE_CACHE_DIR, else ~/.cache/memjudge."""
     return Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-
-
-def canonical_json(obj: Any, *, allow_nan: bool = True) -> str:
-    """The one canonical JSON text of memjudge's keys and identities (sorted keys, no spaces):
-    hashing anything else would make equal inputs look different."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan)
 
 
 def cache_key(judge_identity: dict[str, Any], rubric_identity: dict[str, Any], prompt: Prompt, replicate: int) -> str:

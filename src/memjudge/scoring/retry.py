@@ -9,9 +9,7 @@ is this module's.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -35,43 +33,6 @@ class RetryEvent:
 
 
 RetryObserver = Callable[[RetryEvent], None]
-
-
-def delay_from_headers(headers) -> float | None:
-    """The delay a response's headers ask for: `retry-after-ms` (OpenAI), else `Retry-After`
-    as seconds or an HTTP date. None when absent or unreadable."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def parse_duration(value) -> float | None:
-    """A protobuf JSON Duration ("33s", "0.5s", "1.000340012s") in seconds; None if unreadable."""
-    if isinstance(value, (int, float)):
-        return max(0.0, float(value))
-    if isinstance(value, str) and value.endswith("s"):
-        try:
-            return max(0.0, float(value[:-1]))
-        except ValueError:
-            return None
-    return None
 
 
 class RetryDelayTooLong(Exception):
@@ -165,4 +126,4 @@ async def call_with_retry(
     return await retrying(once)
 
 
-__all__ = ["RetryDelayTooLong", "RetryEvent", "RetryObserver", "backoff_s", "call_with_retry", "delay_from_headers", "parse_duration"]
+__all__ = ["RetryDelayTooLong", "RetryEvent", "RetryObserver", "backoff_s", "call_with_retry"]

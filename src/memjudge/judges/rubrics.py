@@ -5,6 +5,10 @@ Built-in rubrics live in the top-level `rubrics/` folder (installed as the packa
 rendered in jinja2's sandbox with StrictUndefined, so a rubric file can neither reach Python
 internals nor silently drop a variable. A rubric's identity in outputs and cache keys is
 `name@<sha256 prefix of template + schema>`: editing one word gives a new identity.
+
+Rubrics sit in judges/, below scoring: a rubric is what a judge is asked (the prompt) and
+what it must answer (the schema), and providers need it (the simulated judge names the
+built-in rubrics in its fast path and reads the rendered list blocks back).
 """
 
 from __future__ import annotations
@@ -24,9 +28,8 @@ from jinja2 import DictLoader, StrictUndefined, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
 
-from memjudge.scoring.cache import canonical_json
 from memjudge.errors import InputError, UsageError
-from memjudge.judges.base import Prompt
+from memjudge.judges.base import Prompt, canonical_json
 
 KINDS = ("support", "coverage")
 VERDICTS = ("supported", "unsupported")
@@ -368,6 +371,6 @@ def evidence_found(evidence: str | None, source: str) -> bool | None:
 
 
 __all__ = [
-    "AnswerError", "KINDS", "Rubric", "VERDICTS", "builtin_names", "canonical_json", "evidence_found",
+    "AnswerError", "KINDS", "Rubric", "VERDICTS", "builtin_names", "evidence_found",
     "list_entries", "load_rubric", "model_from_schema", "normalise_ws", "parse_json_answer", "rubric_from_toml",
 ]

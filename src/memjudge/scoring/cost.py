@@ -1,0 +1,29 @@
+"""Prices and token estimates: what a run cost, and what a dry run says it would."""
+
+from __future__ import annotations
+
+from memjudge.judges import JudgeConfig
+
+
+def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
+    """Cost of the given usage at the judge's prices (thinking tokens bill as output)."""
+    if config.price_input_per_mtok is None and config.price_output_per_mtok is None:
+        return None
+    pin = config.price_input_per_mtok or 0.0
+    pout = config.price_output_per_mtok or 0.0
+    return (usage.get("input_tokens", 0) * pin + (usage.get("output_tokens", 0) + usage.get("thinking_tokens", 0)) * pout) / 1e6
+
+
+def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict[str, int]) -> float | None:
+    """Cost of a run's usage: batch requests at `batch_discount` times the online prices."""
+    online = {k: tokens.get(k, 0) - batch_tokens.get(k, 0) for k in tokens}
+    full, batch = price_usd(config, online), price_usd(config, batch_tokens)
+    return None if full is None else full + config.batch_discount * batch
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about 4 characters per token in English)."""
+    return max(1, len(text) // 4)
+
+
+__all__ = ["estimate_tokens", "job_cost_usd", "price_usd"]

@@ -1,0 +1,152 @@
+"""The rows of a run and the files of its folder.
+
+Support: one label row per (assertion, replicate) (spec §6), with the candidates' extra
+columns. Coverage: one row per (reference fact, replicate), or one `(unanswered)` row for a
+persona whose judge-listed facts are unknown. Every file is replaced atomically (a reader or
+a kill never sees half of one): labels/coverage JSONL (and Parquet), the journal when it
+is compacted, config.json (with every secret redacted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from memjudge import formats as io
+from memjudge._util.secrets import redact
+from memjudge.judges import Judge
+from memjudge.judges.rubrics import Rubric, evidence_found
+from memjudge.scoring.answers import Task
+from memjudge.scoring.jsonl import json_line, lenient
+from memjudge.scoring.plan import Plan
+from memjudge.scoring.store import JOURNAL, journal_text
+
+UNANSWERED_FACT = "(unanswered)"  # coverage row of a persona whose judge-listed facts are unknown
+EXTRA_LABEL_COLUMNS = ["finish_reason", "model_version", "simulated"]
+
+
+def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubric, source: str, extras: dict) -> dict:
+    rec = task.record
+    a = rec["answer"] if rec else {}
+    evidence = a.get("evidence") if rec else None
+    row = {
+        "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
+        "judge": judge.spec, "rubric": rubric.id, "replicate": replicate,
+        "verdict": a.get("verdict") if rec else None,
+        "judge_score": rec.get("judge_score") if rec else None,
+        "evidence": evidence,
+        "evidence_found": evidence_found(evidence, source) if rec else None,
+        "rationale": a.get("rationale") if rec else None,
+        "error": None if rec else task.error,
+        "cached": task.origin in ("journal", "cache") if rec else False,
+        "usage": rec.get("usage") if rec else task.usage,
+        "latency_s": rec.get("latency_s") if rec else task.latency_s,
+        "finish_reason": rec.get("finish_reason") if rec else task.finish_reason,
+        "model_version": rec.get("model_version") if rec else task.model_version,
+        "simulated": bool(getattr(judge, "simulated", False)),
+    }
+    row.update(extras)
+    return row
+
+
+def coverage_rows(persona: str, replicate: int, task: Task, judge: Judge, rubric: Rubric, facts: list[dict] | None) -> list[dict]:
+    def row(fact_id, fact_text, covered_by, error, cached):
+        return {"persona_id": persona, "fact_id": fact_id, "fact_text": fact_text, "covered_by": covered_by, "judge": judge.spec,
+                "rubric": rubric.id, "replicate": replicate, "error": error, "cached": cached}
+
+    rec = task.record
+    cached = task.origin in ("journal", "cache")
+    if rec is None:
+        listed = facts if facts else [{"id": UNANSWERED_FACT, "text": None}]
+        return [row(f["id"], f["text"], None, task.error, False) for f in listed]
+    by_id = {f["fact_id"]: f for f in rec["answer"]["facts"]}
+    if facts:
+        return [row(f["id"], f["text"], by_id[f["id"]]["covered_by"], None, cached) for f in facts]
+    return [row(f["fact_id"], f.get("fact"), f["covered_by"], None, cached) for f in rec["answer"]["facts"]]
+
+
+def _order_columns(df: pd.DataFrame, front: list[str]) -> pd.DataFrame:
+    return df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]]
+
+
+def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[dict]]:
+    """(labels, coverage, the rows as dicts): one of the frames is None, by the rubric's kind."""
+    tasks = plan.tasks
+    if rub.kind == "support":
+        cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS
+        rows = [label_row(item, r, tasks[key], judge, rub, plan.source_of[item["persona_id"]], extras) for key, item, r, extras in plan.slots]
+        labels = io.text_as_objects(_order_columns(pd.DataFrame(rows), cols) if rows else pd.DataFrame(columns=cols))
+        return labels, None, rows
+    rows = [row for key, pid, r in plan.slots for row in coverage_rows(pid, r, tasks[key], judge, rub, plan.persona_facts[pid])]
+    return None, io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"])), rows
+
+
+def to_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """Parquet wants one type per column; an extra column mixing types (JSON allows it) is
+    written as text rather than failing after the judging is done."""
+    import io as _bytes_io
+
+    buf = _bytes_io.BytesIO()
+    try:
+        frame.to_parquet(buf, index=False)
+    except Exception:  # pyarrow's type errors come in several classes
+        fixed = frame.copy()
+        for col in fixed.columns:
+            if fixed[col].dtype == object and col != "usage":
+                kinds = {type(v) for v in fixed[col] if v is not None}
+                if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
+                    fixed[col] = [None if v is None else (v if isinstance(v, str) else json.dumps(lenient(v), ensure_ascii=False)) for v in fixed[col]]
+        buf = _bytes_io.BytesIO()
+        fixed.to_parquet(buf, index=False)
+    io.write_atomic(path, buf.getvalue())  # pyarrow would follow a link planted at PATH.tmp
+
+
+def file_digest(path: str) -> str | None:
+    p = Path(path)
+    if not p.is_file():
+        return None
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, *, parquet, inputs, replicates,
+                  judges_file, argv, cache_dir, use_cache) -> None:
+    """The rows (JSONL, and Parquet if asked), the compacted journal (`kept`; None: the
+    journal already holds exactly these answers) and config.json."""
+    io.make_dir(out_dir)
+    frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
+    io.write_atomic(out_dir / f"{name}.jsonl", "".join(map(json_line, rows)))
+    if parquet:
+        to_parquet(frame, out_dir / f"{name}.parquet")
+    # The journal keeps the valid answers of this job (it is the run's own memory when the
+    # cache is cleared or elsewhere); written atomically like the outputs. Its other answers
+    # were copied into the cache when the run began (without a cache, `kept` holds them).
+    if kept is not None:
+        io.write_atomic(out_dir / JOURNAL, journal_text(kept))
+    from memjudge import __version__
+
+    config = {
+        "memjudge_version": __version__,
+        "command": argv,
+        "judge": {**judge.identity(), "endpoint": judge.endpoint, "simulated": bool(judge.simulated),
+                  "config": judge.config.model_dump(mode="json"), "effective": judge.effective() or None},
+        "rubric": rub.describe(),
+        "replicates": replicates,
+        "inputs": {k: ({"path": v, "sha256": file_digest(v)} if v else None) for k, v in inputs.items()},
+        "judges_file": str(judges_file) if judges_file else None,
+        "cache_dir": str(cache_dir) if cache_dir else None,
+        "use_cache": use_cache,
+        "python": sys.version.split()[0],
+    }
+    io.write_json(out_dir / "config.json", json.loads(redact(io.dumps(config))))
+
+
+__all__ = ["EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "coverage_rows", "file_digest", "label_row", "make_rows", "to_parquet",
+           "write_outputs"]

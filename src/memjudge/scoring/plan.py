@@ -1,0 +1,170 @@
+"""From inputs to tasks: the candidates, sources and facts (files, or DataFrames checked by
+the file readers' own rules), the judge (a spec, a JudgeConfig or a Judge, with the panel
+file's settings and the CLI's overrides), and the plan of one run: each distinct judge call
+once (its cache key), and the slots of the output rows that read its answer."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from memjudge import formats as io
+from memjudge.errors import InputError, UsageError
+from memjudge.judges import Judge, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
+from memjudge.judges.rubrics import Rubric
+from memjudge.scoring.answers import Task
+from memjudge.scoring.cache import cache_key
+from memjudge.scoring.jsonl import lenient
+
+# Judge settings a caller (CLI flags, score_run keywords) may override.
+OVERRIDABLE = ("base_url", "concurrency", "rpm", "tpm", "temperature", "seed", "max_output_tokens", "thinking_budget",
+               "response_format", "logprobs")
+
+
+# ---------------------------------------------------------------------------------------
+# inputs
+
+
+def _frame_input(df: pd.DataFrame, reader, what: str, **kw) -> pd.DataFrame:
+    """Validate a DataFrame given to the Python API with the file reader's own rules; errors
+    name `<what DataFrame>` and the 1-based row."""
+    label = f"<{what} DataFrame>"
+    cols = [str(c) for c in df.columns]
+    records = [lenient(dict(zip(cols, row))) for row in df.itertuples(index=False, name=None)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{what}.jsonl"
+        io.write_jsonl(path, records)
+        try:
+            return reader(path, **kw)
+        except InputError as e:
+            raise InputError(label, e.message, e.line) from None
+
+
+def read_input(obj, reader, what: str, **kw) -> tuple[pd.DataFrame, str]:
+    """A path or a DataFrame read by `reader`, and how to name it in messages and config.json."""
+    if isinstance(obj, pd.DataFrame):
+        return _frame_input(obj, reader, what, **kw), f"<{what} DataFrame>"
+    if obj is None:
+        raise UsageError(f"no {what} given")
+    return reader(obj, **kw), str(obj)
+
+
+# ---------------------------------------------------------------------------------------
+# the judge
+
+
+def resolve_judge(judge: str | JudgeConfig | Judge, *, judges_file=None, **overrides) -> tuple[Judge, bool]:
+    """A ready judge, and whether we made it (and so must close it).
+
+    A spec string takes its settings from the panel file's entry for that spec, if any;
+    explicit overrides (CLI flags) win over both."""
+    from pydantic import ValidationError
+
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    unknown = set(overrides) - set(OVERRIDABLE)
+    if unknown:
+        raise UsageError(f"unknown judge setting(s): {', '.join(sorted(unknown))}")
+    if isinstance(judge, Judge):
+        if overrides:
+            raise UsageError("judge settings cannot be overridden on a Judge instance; pass a spec or a JudgeConfig")
+        return judge, False
+    try:
+        if isinstance(judge, JudgeConfig):
+            config = judge.model_copy(update=overrides) if overrides else judge
+            JudgeConfig.model_validate(config.model_dump())
+        else:
+            parse_spec(judge)
+            config = JudgeConfig(spec=judge)
+            if judges_file:
+                from memjudge.judges.panel import load_panel
+
+                config = load_panel(judges_file).get(judge, config)
+            config = JudgeConfig.model_validate({**config.model_dump(), **overrides})
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise UsageError(f"judge {getattr(judge, 'spec', judge)}: {where}: {first['msg']}") from None
+    parse_spec(config.spec)
+    return make_judge(config), True
+
+
+def _path_part(name: str) -> str:
+    """A name (judge spec, rubric name) as part of one file name: no separators, no way up."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[:100] or "_"
+
+
+def default_out_dir(judge_spec: str, rubric_name: str) -> Path:
+    return Path("runs") / f"{_path_part(judge_spec)}-{_path_part(rubric_name)}"
+
+
+# ---------------------------------------------------------------------------------------
+# the plan
+
+
+@dataclass
+class Plan:
+    """Every distinct call of a run once (`tasks`, by cache key) and the output rows' slots:
+    (key, item, replicate, extra columns) for support, (key, persona, replicate) for coverage."""
+
+    tasks: dict[str, Task] = field(default_factory=dict)
+    slots: list[tuple] = field(default_factory=list)
+    source_of: dict[str, str] = field(default_factory=dict)
+    coverage_ctx: dict[str, dict] = field(default_factory=dict)  # persona -> known assertion and fact ids
+    persona_facts: dict[str, list[dict] | None] = field(default_factory=dict)  # persona -> reference facts (None: unknown)
+
+    @property
+    def pending(self) -> list[Task]:
+        return [t for t in self.tasks.values() if t.record is None]
+
+
+def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df: pd.DataFrame | None,
+               replicates: int, extra_names: dict[str, str]) -> Plan:
+    """The run's calls: one per (item, replicate) for support, per (persona, replicate) for
+    coverage; equal prompts share one call (and one answer)."""
+    plan = Plan(source_of=dict(zip(srcs["persona_id"], srcs["source"])))
+    identity = judge.identity()
+    rid = rub.cache_identity()
+    tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
+    extras_cols = list(extra_names)
+
+    def add(call_prompt: Prompt, item: dict, r: int, fields: dict | None = None) -> str:
+        key = cache_key(identity, rid, call_prompt, r)
+        if key not in tasks:
+            tasks[key] = Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item,
+                                        fields=fields or {}))
+        return key
+
+    if rub.kind == "support":
+        cols = ["persona_id", "assertion_id", "category", "text"] + extras_cols
+        for values in cands[cols].itertuples(index=False, name=None):
+            pid, aid, cat, text = values[:4]
+            extras = {extra_names[c]: v for c, v in zip(extras_cols, values[4:])}
+            prompt = rub.render_support(source=source_of[pid], assertion=text, category=cat, persona_id=pid, assertion_id=aid)
+            item = {"assertion_id": aid, "persona_id": pid, "category": cat}
+            for r in range(replicates):
+                slots.append((add(prompt, item, r, {"source": source_of[pid], "assertion": text, "category": cat}), item, r, extras))
+    else:
+        by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
+        facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}
+        for pid, g in by_persona.items():
+            assertions = [{"id": a, "text": t, "category": c} for a, t, c in zip(g["assertion_id"], g["text"], g["category"])]
+            if fact_df is not None:
+                if pid not in facts_by:
+                    continue  # no reference facts for this persona: nothing to cover
+                fl = [{"id": i, "text": t} for i, t in zip(facts_by[pid]["fact_id"], facts_by[pid]["text"])]
+            else:
+                fl = None
+            plan.persona_facts[pid] = fl
+            plan.coverage_ctx[pid] = {"assertion_ids": set(g["assertion_id"]), "fact_ids": [f["id"] for f in fl] if fl else None}
+            prompt = rub.render_coverage(source=source_of[pid], assertions=assertions, facts=fl, persona_id=pid)
+            item = {"persona_id": pid}
+            for r in range(replicates):
+                slots.append((add(prompt, item, r), pid, r))
+    return plan
+
+
+__all__ = ["OVERRIDABLE", "Plan", "default_out_dir", "plan_calls", "read_input", "resolve_judge"]

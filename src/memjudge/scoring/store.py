@@ -1,0 +1,139 @@
+"""Where valid answers are kept: the run's journal, then the cache.
+
+Every valid answer is appended to the run's journal (`RUN_DIR/journal.jsonl`, flushed per
+answer) *before* it goes to the cache: the journal is what survives a kill. The cache is
+written behind, in batches (one thread hop and one SQLite transaction per batch rather than
+per answer keeps the event loop free for requests). A run begins by copying into the cache
+every journal answer it lacks (a kill can fall between the two writes): only then may the
+journal be rewritten at the end of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from memjudge import formats as io
+from memjudge.scoring.answers import Task
+from memjudge.scoring.cache import AnswerCache
+from memjudge.scoring.jsonl import json_line
+
+JOURNAL = "journal.jsonl"
+
+
+def load_journal(path: Path) -> tuple[dict[str, dict], int]:
+    """key → record of every valid answer in the journal, and the number of lines; a damaged
+    line (a kill mid-write) is skipped, it is asked again."""
+    out: dict[str, dict] = {}
+    lines = 0
+    if not path.is_file() and not path.is_symlink():
+        return out, lines
+    with io.open_private(path, "rb") as f:
+        data = f.read()
+    for line in io.jsonl_lines(data.decode("utf-8", "replace")):
+        lines += 1
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):  # not an answer we wrote: asked again
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
+            out[rec.pop("key")] = rec
+    return out, lines
+
+
+def reuse_answers(tasks: dict[str, Task], journal: dict[str, dict], cache: AnswerCache | None, *, sync_cache: bool) -> None:
+    """Answer what can be answered without a request: the run's journal first, then the cache.
+
+    With `sync_cache`, every journal answer the cache lacks goes there first, pending work or
+    not and whatever settings it was asked with: the journal may be rewritten at the end of
+    this run, and only then is that safe."""
+    if cache is not None and journal and sync_cache:
+        unsaved = cache.missing(journal)
+        if unsaved:
+            cache.set_many((k, journal[k]) for k in unsaved)
+    for key, task in tasks.items():
+        rec = journal.get(key)
+        if rec is not None:
+            task.record, task.origin = rec, "journal"
+    if cache is not None:
+        missing = [k for k, t in tasks.items() if t.record is None]
+        for key, rec in cache.get_many(missing).items():
+            tasks[key].record, tasks[key].origin = rec, "cache"
+
+
+def journal_text(records: dict[str, dict]) -> str:
+    """A whole journal: one line per answer (for an atomic rewrite)."""
+    return "".join(json_line({"key": k, **rec}) for k, rec in records.items())
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with io.open_private(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+class AnswerStore:
+    """The journal (None: no run folder) and the write-behind cache of one run."""
+
+    def __init__(self, cache: AnswerCache | None, journal_path: Path | None):
+        self.cache = cache
+        self.journal_path = journal_path
+        self._journal = None
+        self._unsaved: list[tuple[str, dict]] = []
+        self._saver: asyncio.Task | None = None
+
+    def open(self) -> None:
+        if self.journal_path is None:
+            return
+        io.make_dir(self.journal_path.parent)
+        self._journal = io.open_private(self.journal_path, "a")
+        # A kill can leave a last line without its newline; start ours on a fresh line.
+        if self._journal.tell() > 0 and not _ends_with_newline(self.journal_path):
+            self._journal.write("\n")
+            self._journal.flush()
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    def journal(self, key: str, record: dict) -> None:
+        if self._journal is not None:
+            self._journal.write(json_line({"key": key, **record}))
+            self._journal.flush()
+
+    async def keep(self, key: str, record: dict) -> None:
+        """A valid answer goes to the journal (flushed now: this is what survives a kill) and
+        then to the cache, in batches."""
+        self.journal(key, record)
+        if self.cache is not None:
+            self._unsaved.append((key, record))
+            if self._saver is None or self._saver.done():
+                self._saver = asyncio.get_running_loop().create_task(self._save_unsaved())
+
+    async def _save_unsaved(self) -> None:
+        while self._unsaved:
+            batch, self._unsaved = self._unsaved, []
+            await asyncio.to_thread(self.cache.set_many, batch)
+
+    async def drain(self) -> None:
+        """Wait until every kept answer is in the cache."""
+        while self._saver is not None:
+            saver = self._saver
+            await saver
+            if saver is self._saver:
+                self._saver = None
+        if self._unsaved:
+            await self._save_unsaved()
+
+    async def finishing(self, coro):
+        """Await `coro`, then `drain()` whatever happened."""
+        try:
+            return await coro
+        finally:
+            await self.drain()
+
+
+__all__ = ["JOURNAL", "AnswerStore", "journal_text", "load_journal", "reuse_answers"]
