@@ -18,14 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from memjudge._util.registry import IMPORTERS
 from memjudge.errors import InputError, UsageError
 from memjudge.formats import LABEL_COLUMNS, csv_records, frame_records, jsonl_records, write_json, write_jsonl
 
-_IMPORTERS: dict[str, "str | type[Importer]"] = {
-    "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
-    "xsumfaith": "memjudge.importers.xsumfaith:XSumFaithImporter",
-    "label-studio": "memjudge.importers.label_studio:LabelStudioImporter",  # writes a gold file
-}
+# Built-in names come from the light registry the CLI's help reads too; `register` adds more.
+_IMPORTERS: dict[str, str | type[Importer]] = dict(IMPORTERS)
 
 
 @dataclass
