@@ -38,9 +38,9 @@ def test_every_option_has_help():
 
 
 def test_help_lists_what_can_be_chosen(cli):
-    from memjudge.stats.thresholds import TARGETS
     from memjudge.importers import available
     from memjudge.simulation import preset_names
+    from memjudge.stats.thresholds import TARGETS
 
     assert all(t in cli("calibrate", "--help").stdout for t in TARGETS)
     assert all(d in cli("import", "--help").stdout for d in available())

@@ -219,7 +219,7 @@ def test_bad_sources(tmp_path, capsys):
         "missing source column": ('{"persona_id": "p1", "text": "x"}\n', None, "missing required column"),
         "non-string source": ('{"persona_id": "p1", "source": ["a"]}\n', 1, "must be a string"),
     }
-    for name, (content, line, fragment) in cases.items():
+    for content, line, fragment in cases.values():
         path = tmp_path / "s.jsonl"
         path.write_text(content)
         code, _, err = run_inproc(capsys, "score", cands, "--sources", path, *JUDGE, "--dry-run")
@@ -239,7 +239,7 @@ def test_bad_facts(tmp_path, sources, capsys):
         "empty text": ('{"persona_id": "p1", "fact_id": "f1", "text": ""}\n', 1, "empty 'text'"),
         "missing fact_id": ('{"persona_id": "p1", "text": "a"}\n', None, "missing required column"),
     }
-    for name, (content, line, fragment) in cases.items():
+    for content, line, fragment in cases.values():
         path = tmp_path / "f.jsonl"
         path.write_text(content)
         code, _, err = run_inproc(capsys, "score", cands, "--sources", sources, *JUDGE, "--rubric", "coverage", "--facts", path, "--dry-run")

@@ -86,7 +86,7 @@ class Policy:
         return t is None or value >= t
 
     @classmethod
-    def from_dict(cls, d: dict, where: str = "policy") -> "Policy":
+    def from_dict(cls, d: dict, where: str = "policy") -> Policy:
         if not isinstance(d, dict):
             raise PolicyFileError(f"{where}: expected a JSON object")
         if d.get("format") != FORMAT:

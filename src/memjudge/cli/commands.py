@@ -32,8 +32,8 @@ __all__ = [
 
 
 def cmd_score(args) -> int:
-    from memjudge.scoring.engine import score_run
     from memjudge.formats import dumps
+    from memjudge.scoring.engine import score_run
 
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     result = score_run(
@@ -82,8 +82,8 @@ def _errors_note(s) -> int:
 
 
 def cmd_cache(args) -> int:
-    from memjudge.scoring.cache import cache_clear, cache_stats
     from memjudge.formats import dumps
+    from memjudge.scoring.cache import cache_clear, cache_stats
 
     if args.cache_command == "stats":
         out = cache_stats(args.cache_dir)
@@ -137,8 +137,8 @@ def cmd_noise(args) -> int:
 
 
 def cmd_agreement(args) -> int:
-    from memjudge.stats.agreement import agreement
     from memjudge.formats import read_gold, read_labels
+    from memjudge.stats.agreement import agreement
 
     labels = read_labels(args.labels)
     gold = read_gold(args.gold) if args.gold else None
@@ -256,8 +256,8 @@ def cmd_demo(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from memjudge.stats.thresholds import calibrate
     from memjudge.formats import dumps
+    from memjudge.stats.thresholds import calibrate
 
     cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel)
     if args.json:
@@ -272,8 +272,8 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from memjudge.importers import get_importer, import_dataset
     from memjudge.formats import dumps
+    from memjudge.importers import get_importer, import_dataset
 
     importer = get_importer(args.dataset)
     if getattr(importer, "writes", None) == "gold":  # label-studio: one export file in, one gold file out
@@ -311,7 +311,7 @@ def cmd_annotate(args) -> int:
 
         tasks_path, config = export_tasks(items, args.out)
         print(f"wrote {len(items):,} Label Studio tasks to {tasks_path} and their labelling config to {config}")
-        print(f"  then: memjudge import label-studio EXPORT.json --out GOLD.jsonl (Label Studio: Export → JSON)")
+        print("  then: memjudge import label-studio EXPORT.json --out GOLD.jsonl (Label Studio: Export → JSON)")
         return 0
     import getpass
 
@@ -350,8 +350,8 @@ def cmd_panel(args) -> int:
 
 
 def cmd_batch(args) -> int:
-    from memjudge.scoring.batch import batch_cancel, batch_status
     from memjudge.formats import dumps
+    from memjudge.scoring.batch import batch_cancel, batch_status
 
     rows = (batch_cancel if args.batch_command == "cancel" else batch_status)(args.run_dir, base_url=args.base_url)
     if args.json:

@@ -384,7 +384,7 @@ def read_labels(paths, *, keep_line: bool = False) -> pd.DataFrame:
                 raise InputError(p, f"'replicate' must be a non-negative integer, found {v!r}", line) from None
             reps.append(r)
         df["replicate"] = np.array(reps, dtype=np.int64)
-        verdicts = []
+        verdicts: list[str | None] = []
         for v, line in zip(df["verdict"], df[LINE]):
             if _is_missing(v):
                 verdicts.append(None)
@@ -421,7 +421,7 @@ def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:
         _require_columns(df, p, ["persona_id", "fact_id", "covered_by"])
         _as_id(df, p, "persona_id")
         _as_id(df, p, "fact_id")
-        cov = []
+        cov: list[list[str] | None] = []
         for v, line in zip(df["covered_by"], df[LINE]):
             if isinstance(v, str):  # CSV: a JSON list in one field
                 try:

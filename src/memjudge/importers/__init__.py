@@ -91,7 +91,7 @@ class Importer:
         raise NotImplementedError
 
 
-def register(name: str, target: "str | type[Importer]") -> None:
+def register(name: str, target: str | type[Importer]) -> None:
     """Add an importer: an Importer subclass or "module:Class"."""
     _IMPORTERS[name] = target
 

@@ -273,16 +273,19 @@ def simulate(preset: str = "paper", seed: int = 0, personas: int | None = None, 
     rng = np.random.default_rng(seed)
     alloc = _allocate(params, n, rng)
     width = max(3, len(str(n)))
-    cand_rows, fact_rows, src_rows, truth_rows = [], [], [], []
+    cand_rows: list[dict] = []
+    fact_rows: list[dict] = []
+    src_rows: list[dict] = []
+    truth_rows: list[dict] = []
     groups = dict(tuple(alloc.groupby("p", sort=True)))
     for p in range(n):
         pid = f"p{p + 1:0{width}d}"
         cands = groups.get(p)
         if cands is None:
             continue
-        rows, facts, source = build_persona(p, pid, cands, params, rng)
+        rows, persona_facts, source = build_persona(p, pid, cands, params, rng)
         src_rows.append(dict(persona_id=pid, source=source))
-        fact_rows += facts
+        fact_rows += persona_facts
         for k, r in enumerate(rows, start=1):
             aid = f"{pid}-a{k:03d}"
             cand_rows.append(dict(persona_id=pid, assertion_id=aid, category=r["category"], confidence=r["confidence"], text=r["text"]))

@@ -328,7 +328,7 @@ def build_persona(idx: int, pid: str, cands: pd.DataFrame, params: dict, rng) ->
                         for c, x, i, s in zip(cands["category"], cands["confidence"], cands["implied"], cands["supported"])]
     # Highest confidence first: a fact's first (canonical) statement is its surest one.
     order = sorted(range(len(rows)), key=lambda j: -rows[j]["confidence"])
-    unassigned_explicit = {c: [] for c in lex.SLOTS}
+    unassigned_explicit: dict[str, list[int]] = {c: [] for c in lex.SLOTS}
     for j in order:
         r = rows[j]
         if r["category"] != VALUES and r["supported"] and not r["implied"]:
