@@ -63,14 +63,14 @@ def config_path(tasks_path) -> Path:
 
 def export_tasks(items: pd.DataFrame, out) -> tuple[Path, Path]:
     """Write TASKS.json and TASKS.label_config.xml; returns both paths."""
-    from memjudge.formats import write_json
+    from memjudge.formats import write_atomic, write_json
 
     out = Path(out)
     if out.is_dir():
         raise InputError(out, "is a directory, expected the tasks file to write (e.g. tasks.json)")
     write_json(out, tasks(items))
     cfg = config_path(out)
-    cfg.write_text(LABEL_CONFIG, encoding="utf-8")
+    write_atomic(cfg, LABEL_CONFIG)
     return out, cfg
 
 

@@ -371,7 +371,7 @@ def cmd_batch(args) -> int:
 def cmd_sample(args) -> int:
     from pathlib import Path
 
-    from memjudge.formats import dumps, frame_records, write_jsonl
+    from memjudge.formats import dumps, frame_records, write_atomic, write_jsonl
     from memjudge.stats.sampling import sample
 
     out = Path(args.out)
@@ -381,7 +381,7 @@ def cmd_sample(args) -> int:
                   sources=args.sources, top_up=args.top_up, judge=args.judge, replicate=args.replicate)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".csv":
-        rows.to_csv(out, index=False)
+        write_atomic(out, rows.to_csv(index=False))  # to_csv(out) would follow a link planted there
     else:
         write_jsonl(out, frame_records(rows))
     info = {"out": str(out), "rows": len(rows), "new_rows": len(rows) - rows.attrs["existing"],
