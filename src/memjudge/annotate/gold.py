@@ -70,7 +70,7 @@ class GoldWriter:
         self.repaired = repair_tail(self.path)
         created = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:  # the new file's directory entry must survive a crash too
             fsync_dir(self.path.parent)
 
@@ -78,10 +78,13 @@ class GoldWriter:
         row = {"assertion_id": assertion_id, "verdict": verdict, "annotator": self.annotator,
                "note": note or None, "labelled_at": now_utc()}
         data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+        fd = self._fd
+        if fd is None:
+            raise ValueError(f"{self.path}: the gold writer is closed")
         view = memoryview(data)
         while view:  # a regular file takes the whole row in one write; loop only on a short write
-            view = view[os.write(self._fd, view):]
-        os.fsync(self._fd)
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
         return row
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -115,7 +116,7 @@ def read_export(path) -> tuple[pd.DataFrame, dict]:
     if not isinstance(data, list):
         raise InputError(path, f"expected Label Studio's JSON export (a list of tasks), found a JSON {type(data).__name__}")
     best: dict[tuple[str, str], tuple] = {}
-    counts = {"tasks": len(data), "annotations": 0, "cancelled": 0, "without_verdict": 0, "superseded": 0}
+    counts: dict[str, Any] = {"tasks": len(data), "annotations": 0, "cancelled": 0, "without_verdict": 0, "superseded": 0}
     order = 0
     for k, task in enumerate(data, start=1):
         where = f"task {k}" + (f" (id {task.get('id')})" if isinstance(task, dict) and task.get("id") is not None else "")

@@ -15,6 +15,7 @@ import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
@@ -49,7 +50,7 @@ class Imported:
             per_judge[str(judge)] = {
                 "labels": int(len(g)),
                 "valid": int(g["verdict"].notna().sum()),
-                "verdicts": {("null" if pd.isna(k) else str(k)): int(v) for k, v in counts.items()},
+                "verdicts": {("null" if pd.isna(cast(Any, k)) else str(k)): int(v) for k, v in counts.items()},
             }
         return {
             "dataset": self.dataset,
