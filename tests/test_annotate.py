@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, _PROVIDER_ENV
+from conftest import _PROVIDER_ENV, ROOT
 from memjudge.formats import read_gold
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -14,7 +14,6 @@ import pytest
 from memjudge.comparison import compare
 from memjudge.gate import Policy, PolicyFileError, load_policy
 from memjudge.policies import GlobalThreshold, PerCategory, Targeted, export_policy
-
 from test_crossval import ROOT_SRC, synthetic  # noqa: F401  (shared synthetic corpus)
 
 

@@ -279,7 +279,7 @@ def test_synthpai_malformed_input(tmp_path, case, spec, message):
 def write_xsum(folder: Path, lines: list[str]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "factuality_annotations_xsum_summaries.csv").write_text(
-        "bbcid,system,summary,is_factual,worker_id\n" + "".join(l + "\n" for l in lines), encoding="utf-8")
+        "bbcid,system,summary,is_factual,worker_id\n" + "".join(row + "\n" for row in lines), encoding="utf-8")
     return folder
 
 

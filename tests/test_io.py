@@ -219,7 +219,7 @@ def test_bad_sources(tmp_path, capsys):
         "missing source column": ('{"persona_id": "p1", "text": "x"}\n', None, "missing required column"),
         "non-string source": ('{"persona_id": "p1", "source": ["a"]}\n', 1, "must be a string"),
     }
-    for name, (content, line, fragment) in cases.items():
+    for content, line, fragment in cases.values():
         path = tmp_path / "s.jsonl"
         path.write_text(content)
         code, _, err = run_inproc(capsys, "score", cands, "--sources", path, *JUDGE, "--dry-run")
@@ -239,7 +239,7 @@ def test_bad_facts(tmp_path, sources, capsys):
         "empty text": ('{"persona_id": "p1", "fact_id": "f1", "text": ""}\n', 1, "empty 'text'"),
         "missing fact_id": ('{"persona_id": "p1", "text": "a"}\n', None, "missing required column"),
     }
-    for name, (content, line, fragment) in cases.items():
+    for content, line, fragment in cases.values():
         path = tmp_path / "f.jsonl"
         path.write_text(content)
         code, _, err = run_inproc(capsys, "score", cands, "--sources", sources, *JUDGE, "--rubric", "coverage", "--facts", path, "--dry-run")
@@ -453,3 +453,107 @@ def test_an_extra_column_named_line_reaches_the_labels(fmt, tmp_path, sources, f
     assert code == 0, err
     labels = [json.loads(line) for line in (tmp_path / "run" / "labels.jsonl").read_text().split("\n") if line]
     assert [x["_line"] for x in labels] == ["L0", "L1", "L2"]
+
+
+# ---------------------------------------------------------------------------------------
+# the one atomic writer (memjudge._util.files) and the formats package's public names (#14)
+
+
+def test_a_write_replaces_the_file_whole_and_is_on_disk(tmp_path, monkeypatch):
+    import os
+
+    from memjudge._util import files
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.fstat(fd)), real_fsync(fd))[1])
+    path = tmp_path / "run" / "summary.json"
+    files.make_dir(path.parent)
+    path.write_text("old")
+    files.write_json(path, {"a": "é"}, ensure_ascii=False)
+    assert path.read_text(encoding="utf-8") == '{"a": "é"}\n'
+    assert not files.temp_path(path).exists()
+    # the new file's data, then the folder's entry (the rename), reached the disk
+    assert [s.st_ino for s in synced] == [path.stat().st_ino, path.parent.stat().st_ino]
+
+    files.write_lines(path, (f"{i}\n" for i in range(3)), durable=False)
+    assert path.read_text() == "0\n1\n2\n"
+
+
+def test_a_failed_write_or_check_leaves_the_old_file_and_no_temporary(tmp_path):
+    from memjudge._util import files
+
+    path = tmp_path / "panel.toml"
+    path.write_text("old")
+
+    def rows():
+        yield "half\n"
+        raise RuntimeError("killed midway")
+
+    with pytest.raises(RuntimeError, match="killed midway"):
+        files.write_lines(path, rows())
+    seen = []
+
+    def refuse(tmp):
+        seen.append(tmp.read_text())
+        raise ValueError("not a valid panel")
+
+    with pytest.raises(ValueError, match="not a valid panel"):
+        files.write_atomic(path, "new", check=refuse)
+    assert seen == ["new"]  # the check reads what was written, before it replaces anything
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["panel.toml"]
+
+    files.write_atomic(path, b"\x00bytes", check=lambda tmp: None)
+    assert path.read_bytes() == b"\x00bytes"
+
+
+def test_a_unique_temporary_lets_two_writers_share_a_folder(tmp_path):
+    from memjudge._util import files
+
+    dest = tmp_path / "model.gguf"
+    with files.atomic_file(dest, "wb", unique=True) as a, files.atomic_file(dest, "wb", unique=True) as b:
+        a.write(b"a")
+        b.write(b"b")
+        temporaries = sorted(p.name for p in tmp_path.iterdir())
+        assert len(temporaries) == 2 and all(n.startswith("model.gguf.") and n.endswith(".part") for n in temporaries)
+    assert dest.read_bytes() == b"a" and sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"]
+    with pytest.raises(ValueError, match="writes only"):
+        with files.atomic_file(dest, "a"):
+            pass
+
+
+def test_links_are_refused_at_the_temporary_and_replaced_at_the_target(tmp_path):
+    from memjudge._util import files
+    from memjudge.errors import UsageError
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    path = tmp_path / "labels.jsonl"
+    files.temp_path(path).symlink_to(victim)
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        files.write_atomic(path, "x")
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        files.refuse_links([path, files.temp_path(path)])
+    assert victim.read_text() == "precious" and files.temp_path(path).is_symlink()  # not ours: left alone
+    files.temp_path(path).unlink()
+    path.symlink_to(victim)
+    files.write_atomic(path, "new")  # a link at PATH itself is replaced, not followed
+    assert not path.is_symlink() and path.read_text() == "new" and victim.read_text() == "precious"
+
+
+def test_the_formats_package_reexports_its_modules_public_names():
+    import memjudge.formats as formats
+    from memjudge.formats import columns, estimate, readers, writers
+
+    names = set(formats.__all__)
+    for module in (columns, readers, writers):
+        assert set(module.__all__) <= names, module.__name__
+        for name in module.__all__:
+            assert getattr(formats, name) is getattr(module, name)
+    assert formats.Estimate is estimate.Estimate
+    assert all(hasattr(formats, n) for n in formats.__all__)
+    # the run-folder helpers are the shared writer's, not copies
+    from memjudge._util import files
+
+    assert formats.write_atomic is files.write_atomic and formats.open_private is files.open_private
+

@@ -4,7 +4,6 @@ reproducibility, bad input; and the weighted estimate it feeds being unbiased in
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -174,3 +174,13 @@ def test_cli_bad_config_is_one_line(cli, tmp_path):
     assert r.returncode == 2 and f"{bad}: unknown setting 'nope'" in r.stderr
     r = cli("simulate", "--preset", "nope", "--out", tmp_path / "x")
     assert r.returncode == 2 and "unknown preset" in r.stderr
+
+
+def test_the_simulation_package_exports_its_api():
+    import memjudge.simulation as simulation
+    from memjudge._util import registry
+
+    assert {"simulate", "preset_names", "stated_by", "load_preset", "Corpus", "KINDS"} <= set(simulation.__all__)
+    assert all(hasattr(simulation, n) for n in simulation.__all__)
+    assert simulation.preset_names is registry.preset_names
+    assert simulation.stated_by(["a1", "a2"], [["f1"], None]) == {"f1": ["a1"]}

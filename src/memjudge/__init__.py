@@ -1,51 +1,80 @@
 """memjudge: an LLM-judge evaluation harness for the write boundary of agent memory.
 
-The public API is small and imported lazily (so `import memjudge.gate` in a memory
-pipeline pulls in nothing heavy):
+The public API is the names in `__all__`, each imported lazily on first use (so
+`import memjudge.gate` in a memory pipeline pulls in nothing heavy: no numpy, no pandas):
 
-    memjudge.score(...)       -> DataFrame of labels (spec §6)
-    memjudge.noise(...)       -> re-score flip rates
-    memjudge.agreement(...)   -> cross-judge agreement
-    memjudge.compare(...)     -> retention-policy comparison (Table 1)
-    memjudge.robustness(...)  -> the comparison under each judge
-    memjudge.simulate(...)    -> a synthetic corpus with known truth
-    memjudge.panel(...)       -> a judge panel's consensus labels and each judge's error rates
-    memjudge.report(...)      -> Markdown/HTML report of a run directory
-    memjudge.sample(...)      -> the items to label by hand (inclusion probabilities)
-    memjudge.estimate(...)    -> support rates: judge only, gold only, PPI++
+    memjudge.score(...)        -> DataFrame of labels (spec §6)
+    memjudge.score_run(...)    -> ScoreResult: labels, run folder, summary (what `memjudge score` runs)
+    memjudge.noise(...)        -> re-score flip rates
+    memjudge.agreement(...)    -> cross-judge agreement
+    memjudge.calibrate(...)    -> a judge's threshold on judge_score against gold labels
+    memjudge.panel(...)        -> a judge panel's consensus labels and each judge's error rates
+    memjudge.sample(...)       -> the items to label by hand (inclusion probabilities)
+    memjudge.estimate(...)     -> support rates: judge only, gold only, PPI++
+    memjudge.compare(...)      -> retention-policy comparison (Table 1)
+    memjudge.robustness(...)   -> the comparison under each judge
+    memjudge.make_policy(...)  -> a retention policy to fit (WriteAll, GlobalThreshold, Targeted, PerCategory)
+    memjudge.simulate(...)     -> a synthetic corpus with known truth
+    memjudge.report(...)       -> Markdown/HTML report of a run directory
+    memjudge.batch_status(...) / memjudge.batch_cancel(...) -> a run's provider batch jobs
+    memjudge.read_candidates(...), read_sources, read_facts, read_labels, read_coverage, read_gold
+    memjudge.Estimate, JudgeConfig, MemjudgeError, InputError, UsageError
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
+# name -> "module:attribute", imported on first access.
+# score, score_run, ScoreResult, batch_status and batch_cancel point at the scoring modules that
+# define them today; once memjudge.scoring exports them, "memjudge.scoring:NAME" works as well.
 _LAZY = {
+    # scoring
     "score": "memjudge.scoring.engine:score",
+    "score_run": "memjudge.scoring.engine:score_run",
+    "ScoreResult": "memjudge.scoring.engine:ScoreResult",
+    "batch_status": "memjudge.scoring.batch:batch_status",
+    "batch_cancel": "memjudge.scoring.batch:batch_cancel",
+    # statistics
     "noise": "memjudge.stats.noise:noise",
     "agreement": "memjudge.stats.agreement:agreement",
+    "calibrate": "memjudge.stats.thresholds:calibrate",
+    "panel": "memjudge.stats.panel:panel",
+    "sample": "memjudge.stats.sampling:sample",
+    "estimate": "memjudge.stats.estimate:estimate",
+    # policies and their comparison
     "compare": "memjudge.comparison:compare",
     "robustness": "memjudge.comparison.robustness:robustness",
+    "WriteAll": "memjudge.policies:WriteAll",
+    "GlobalThreshold": "memjudge.policies:GlobalThreshold",
+    "Targeted": "memjudge.policies:Targeted",
+    "PerCategory": "memjudge.policies:PerCategory",
+    "make_policy": "memjudge.policies:make_policy",
+    # corpus and report
     "simulate": "memjudge.simulation:simulate",
-    "panel": "memjudge.stats.panel:panel",
     "report": "memjudge.reporting:report",
-    "estimate": "memjudge.stats.estimate:estimate",
-    "sample": "memjudge.stats.sampling:sample",
+    # file formats
     "read_candidates": "memjudge.formats:read_candidates",
     "read_sources": "memjudge.formats:read_sources",
     "read_facts": "memjudge.formats:read_facts",
     "read_labels": "memjudge.formats:read_labels",
     "read_coverage": "memjudge.formats:read_coverage",
     "read_gold": "memjudge.formats:read_gold",
+    "Estimate": "memjudge.formats.estimate:Estimate",
+    # judges and errors
     "JudgeConfig": "memjudge.judges.base:JudgeConfig",
     "MemjudgeError": "memjudge.errors:MemjudgeError",
     "InputError": "memjudge.errors:InputError",
     "UsageError": "memjudge.errors:UsageError",
 }
 
+__all__ = ["__version__", *_LAZY]
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> Any:
     target = _LAZY.get(name)
     if target is None:
         raise AttributeError(f"module 'memjudge' has no attribute {name!r}")
@@ -55,5 +84,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

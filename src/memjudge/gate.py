@@ -34,13 +34,18 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
+from memjudge.errors import MemjudgeError  # standard library only, like this module
+
+__all__ = ["FORMAT", "KINDS", "SUPPORTED_VERSIONS", "Policy", "PolicyFileError", "load_policy"]
+
 FORMAT = "memjudge.retention-policy"
 SUPPORTED_VERSIONS = (1,)
 KINDS = ("write_all", "global", "targeted", "per_category")
 
 
-class PolicyFileError(ValueError):
-    """The policy file is missing, not JSON, or not a retention policy this version reads."""
+class PolicyFileError(MemjudgeError, ValueError):
+    """The policy file is missing, not JSON, or not a retention policy this version reads.
+    A `MemjudgeError` (the CLI prints it as one line) and, as before, a `ValueError`."""
 
 
 def _threshold(value, where: str):
@@ -81,7 +86,7 @@ class Policy:
         return t is None or value >= t
 
     @classmethod
-    def from_dict(cls, d: dict, where: str = "policy") -> "Policy":
+    def from_dict(cls, d: dict, where: str = "policy") -> Policy:
         if not isinstance(d, dict):
             raise PolicyFileError(f"{where}: expected a JSON object")
         if d.get("format") != FORMAT:

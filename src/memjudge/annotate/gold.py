@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
+from memjudge._util.files import fsync_dir
 from memjudge.errors import InputError
 
 GOLD_FIELDS = ["assertion_id", "verdict", "annotator", "note", "labelled_at"]
@@ -28,7 +29,7 @@ VERDICTS = ("supported", "unsupported", "partial")
 
 
 def now_utc() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def repair_tail(path) -> str | None:
@@ -69,18 +70,21 @@ class GoldWriter:
         self.repaired = repair_tail(self.path)
         created = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:  # the new file's directory entry must survive a crash too
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
 
     def append(self, assertion_id: str, verdict: str, note: str | None = None) -> dict:
         row = {"assertion_id": assertion_id, "verdict": verdict, "annotator": self.annotator,
                "note": note or None, "labelled_at": now_utc()}
         data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+        fd = self._fd
+        if fd is None:
+            raise ValueError(f"{self.path}: the gold writer is closed")
         view = memoryview(data)
         while view:  # a regular file takes the whole row in one write; loop only on a short write
-            view = view[os.write(self._fd, view):]
-        os.fsync(self._fd)
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
         return row
 
     def close(self) -> None:
@@ -93,19 +97,6 @@ class GoldWriter:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def read_gold_rows(path) -> pd.DataFrame:

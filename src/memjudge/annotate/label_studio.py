@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -63,14 +64,14 @@ def config_path(tasks_path) -> Path:
 
 def export_tasks(items: pd.DataFrame, out) -> tuple[Path, Path]:
     """Write TASKS.json and TASKS.label_config.xml; returns both paths."""
-    from memjudge.formats import write_json
+    from memjudge.formats import write_atomic, write_json
 
     out = Path(out)
     if out.is_dir():
         raise InputError(out, "is a directory, expected the tasks file to write (e.g. tasks.json)")
     write_json(out, tasks(items))
     cfg = config_path(out)
-    cfg.write_text(LABEL_CONFIG, encoding="utf-8")
+    write_atomic(cfg, LABEL_CONFIG)
     return out, cfg
 
 
@@ -115,7 +116,7 @@ def read_export(path) -> tuple[pd.DataFrame, dict]:
     if not isinstance(data, list):
         raise InputError(path, f"expected Label Studio's JSON export (a list of tasks), found a JSON {type(data).__name__}")
     best: dict[tuple[str, str], tuple] = {}
-    counts = {"tasks": len(data), "annotations": 0, "cancelled": 0, "without_verdict": 0, "superseded": 0}
+    counts: dict[str, Any] = {"tasks": len(data), "annotations": 0, "cancelled": 0, "without_verdict": 0, "superseded": 0}
     order = 0
     for k, task in enumerate(data, start=1):
         where = f"task {k}" + (f" (id {task.get('id')})" if isinstance(task, dict) and task.get("id") is not None else "")

@@ -122,7 +122,7 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"ok": False, "error": message}, status_code=status)
 
 
-def create_app(session: Session) -> Starlette:
+def create_app(session: Session) -> _SecurityHeaders:
     page_template = _page_html()
 
     def authorised(request: Request, allow_query: bool) -> bool:

@@ -15,17 +15,16 @@ import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
+from memjudge._util.registry import IMPORTERS
 from memjudge.errors import InputError, UsageError
 from memjudge.formats import LABEL_COLUMNS, csv_records, frame_records, jsonl_records, write_json, write_jsonl
 
-_IMPORTERS: dict[str, "str | type[Importer]"] = {
-    "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
-    "xsumfaith": "memjudge.importers.xsumfaith:XSumFaithImporter",
-    "label-studio": "memjudge.importers.label_studio:LabelStudioImporter",  # writes a gold file
-}
+# Built-in names come from the light registry the CLI's help reads too; `register` adds more.
+_IMPORTERS: dict[str, str | type[Importer]] = dict(IMPORTERS)
 
 
 @dataclass
@@ -51,7 +50,7 @@ class Imported:
             per_judge[str(judge)] = {
                 "labels": int(len(g)),
                 "valid": int(g["verdict"].notna().sum()),
-                "verdicts": {("null" if pd.isna(k) else str(k)): int(v) for k, v in counts.items()},
+                "verdicts": {("null" if pd.isna(cast(Any, k)) else str(k)): int(v) for k, v in counts.items()},
             }
         return {
             "dataset": self.dataset,
@@ -93,7 +92,7 @@ class Importer:
         raise NotImplementedError
 
 
-def register(name: str, target: "str | type[Importer]") -> None:
+def register(name: str, target: str | type[Importer]) -> None:
     """Add an importer: an Importer subclass or "module:Class"."""
     _IMPORTERS[name] = target
 

@@ -30,7 +30,12 @@ import pandas as pd
 
 from memjudge.errors import InputError
 from memjudge.importers import (
-    Imported, Importer, csv_records, empty_labels_frame, json_list_cell, jsonl_records,
+    Imported,
+    Importer,
+    csv_records,
+    empty_labels_frame,
+    json_list_cell,
+    jsonl_records,
 )
 
 PREDICTIONS = "predictions_compact.csv"

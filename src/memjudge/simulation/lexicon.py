@@ -315,7 +315,7 @@ SLOTS: dict[str, list[dict]] = {
             dict(x="is doing an online course in web development", f="Started an online web development course and built my first page."),
             dict(x="is preparing for a teaching qualification", f="Teaching qualification paperwork is endless."),
         ], vp=["{x}"], first=["{f}"]),
-        dict(name="language", single=False, options=[dict(lang=l) for l in LANGUAGES],
+        dict(name="language", single=False, options=[dict(lang=lang) for lang in LANGUAGES],
              vp=["is learning {lang}", "is studying {lang}"],
              first=["I've been learning {lang} on an app every day for months.", "My {lang} teacher says my accent is improving."],
              neg="has never studied {lang}"),
