@@ -106,7 +106,7 @@ def _run(block: Block, work: Path, env: dict[str, str]) -> None:
         argv = ["bash", "-e", "-o", "pipefail", "-c", block.code]
     else:
         argv = [str(BIN / "python"), "-c", block.code]
-    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=3000)
     if proc.returncode != 0:
         pytest.fail(
             f"exit status {proc.returncode} from\n{block}\n--- stdout (end) ---\n{proc.stdout[-3000:]}"
@@ -186,6 +186,7 @@ def test_dotted_names_in_the_prose_exist():
         assert resolved, f"README.md:{line}: `{dotted}` does not resolve"
 
 
+@pytest.mark.timeout(1800)  # about 1.5 min of CPU; minutes of wall time on a shared machine
 def test_readme_examples_run_as_written(tmp_path):
     work = _workdir(tmp_path)
     env = _env(tmp_path)
@@ -212,6 +213,7 @@ def _model_installed() -> bool:  # as tests/test_demo.py decides it
 
 
 @pytest.mark.model
+@pytest.mark.timeout(3600)  # the embedded model on ~220 assertions: several minutes on two idle cores
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
 def test_readme_model_examples_run_as_written(tmp_path):
     """The blocks tagged `model`, after the Quickstart's first block (the corpus they read)."""
