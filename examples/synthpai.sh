@@ -4,6 +4,9 @@
 #
 #   examples/synthpai.sh [SYNTHPAI_FOLDER] [OUT]      (defaults: ../shared/data/synthpai, runs/synthpai)
 #
+# SYNTHPAI_FOLDER holds SynthPAI's predictions_compact.csv and thread_comments_eval_revised.jsonl
+# (https://github.com/eth-sri/SynthPAI, MIT); examples/data/synthpai is a 3-user sample of both.
+#
 # Offline and deterministic (fixed seeds); about a minute on two cores. PYTHON picks the interpreter
 # that has memjudge installed (default: python3); REPEATS (default 20, the protocol's R) and
 # BOOTSTRAP (agreement resamples, default 2000) exist only to make a quick smoke run.
@@ -26,20 +29,30 @@ mj import synthpai "$DATA" --out "$OUT/import"
 #    not a difference between item sets. labels_binary.jsonl folds `partial` into `unsupported`,
 #    which is how every support rate and policy fit counts it.
 "$PY" - "$OUT" "$HUMAN" "$LLM" <<'EOF'
+import json
 import sys
 from pathlib import Path
-from memjudge.io import frame_records, read_candidates, read_labels, write_jsonl
+
+import memjudge
 
 out, human, llm = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-cand = read_candidates(out / "import" / "candidates.jsonl")
-lab = read_labels(out / "import" / "labels.jsonl")
+cand = memjudge.read_candidates(out / "import" / "candidates.jsonl")
+lab = memjudge.read_labels(out / "import" / "labels.jsonl")
 ids = set(lab.loc[lab["judge"] == human, "assertion_id"]) & set(lab.loc[lab["judge"] == llm, "assertion_id"])
 paired = out / "paired"
-write_jsonl(paired / "candidates.jsonl", frame_records(cand[cand["assertion_id"].isin(ids)]))
+paired.mkdir(parents=True, exist_ok=True)
+
+
+def write(frame, name):  # JSONL, missing values as null
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    with open(paired / name, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
+write(cand[cand["assertion_id"].isin(ids)], "candidates.jsonl")
 lab = lab[lab["assertion_id"].isin(ids)]
-write_jsonl(paired / "labels.jsonl", frame_records(lab))
-binary = lab.assign(verdict=lab["verdict"].replace({"partial": "unsupported"}))
-write_jsonl(paired / "labels_binary.jsonl", frame_records(binary))
+write(lab, "labels.jsonl")
+write(lab.assign(verdict=lab["verdict"].replace({"partial": "unsupported"})), "labels_binary.jsonl")
 print(f"paired set: {len(ids):,} candidates labelled by both judges")
 EOF
 
