@@ -1128,8 +1128,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        with self.server.fake._lock:
+            self.server.fake._connections += 1
         # Status line, headers and body go out in one write; no Nagle delay on keep-alive.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            with self.server.fake._lock:
+                self.server.fake._connections -= 1
 
     def log_message(self, format, *args):  # noqa: A002 - the fake is quiet
         pass
@@ -1213,6 +1222,7 @@ class FakeServer:
         self.batches = BatchStore()  # files and batch jobs (see "Batches" above)
         self._script: list[_Script] = []
         self._lock = threading.Lock()
+        self._connections = 0  # open client connections (a killed client's close ends its own)
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -1285,6 +1295,21 @@ class FakeServer:
         self.routes.insert(0, Route(method.upper(), re.compile(pattern), name, provider, handler))
 
     # -- inspection ----------------------------------------------------------------------
+    def wait_idle(self, timeout: float = 30.0, quiet: float = 0.25) -> bool:
+        """Wait until no client connection has been open for `quiet` seconds (a connection a
+        killed client left in the accept queue is taken within the serve loop's 0.05 s poll): a
+        request it had already sent is then recorded, so it cannot land after a later `reset()`."""
+        deadline, idle_since = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            with self._lock:
+                busy = self._connections > 0
+            now = time.monotonic()
+            idle_since = None if busy else (idle_since or now)
+            if idle_since is not None and now - idle_since >= quiet:
+                return True
+            time.sleep(0.01)
+        return False
+
     def count(self, route: str | None = None, fault: str | None = None) -> int:
         """Requests seen, optionally only those of a route-name prefix or a fault kind."""
         with self._lock:

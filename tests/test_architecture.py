@@ -17,8 +17,6 @@ Checked:
     (and itself).
 Plus the public API: every name in ``memjudge.__all__`` resolves, lazily.
 
-AFTER_MERGE marks the checks that fail today only on files other engineers are reshaping in
-parallel (scoring, comparison, judges, stats, reporting); it goes when their work is merged.
 """
 
 from __future__ import annotations
@@ -60,8 +58,6 @@ LAYERS = [
     "memjudge",
     "__main__",
 ]
-AFTER_MERGE = pytest.mark.xfail(strict=False, reason="#14: passes once the parallel reshaping of scoring, comparison, "
-                                "judges, stats and reporting is merged (remove this mark then)")
 
 # What any module may take from the package root: its version (the root imports nothing itself).
 ROOT_NAMES = {"__version__"}
@@ -235,7 +231,6 @@ def test_cycle_finder_finds_a_cycle_and_passes_a_tree():
     assert _cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
 
 
-@AFTER_MERGE
 def test_no_import_cycle():
     graph = {name: {i for i, _ in m.imports if i != name} for name, m in MODULES.items()}
     cycles = _cycles(graph)
@@ -249,7 +244,6 @@ def test_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(sorted(set(detail)))
 
 
-@AFTER_MERGE
 def test_no_module_takes_another_modules_private_names():
     bad = []
     for m in MODULES.values():
@@ -263,7 +257,6 @@ def test_no_module_takes_another_modules_private_names():
     assert not bad, "private names used across modules:\n" + "\n".join(sorted(set(bad)))
 
 
-@AFTER_MERGE
 def test_no_module_is_too_long():
     long = {_rel(m): m.lines for m in MODULES.values() if m.lines > MAX_LINES and m.name not in WORD_LISTS}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
@@ -273,7 +266,6 @@ def test_every_unit_has_a_layer():
     assert {_unit(n) for n in MODULES} <= set(LAYERS), sorted({_unit(n) for n in MODULES} - set(LAYERS))
 
 
-@AFTER_MERGE
 def test_subpackages_import_one_way():
     rank = {u: i for i, u in enumerate(LAYERS)}
     bad = []

@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, _PROVIDER_ENV
+from conftest import _PROVIDER_ENV, ROOT
 from fake_server import BatchPlan, Fault
 from memjudge import cli as memjudge_cli
-from memjudge.scoring.batch import STATE_FILE
 from memjudge.scoring.answers import MAX_REASKS
+from memjudge.scoring.batch import STATE_FILE
 from memjudge.scoring.engine import score_run
 from scripted_judge import UNSUPPORTED, candidates_frame, sources_frame
 
@@ -432,8 +432,8 @@ def test_batch_calls_are_retried_and_a_lost_create_is_found_not_repeated(fake_se
 
 
 def test_one_batch_process_per_run_directory(fake_server, tmp_path):
-    from memjudge.scoring.batch import RunLock
     from memjudge.errors import UsageError
+    from memjudge.scoring.batch import RunLock
 
     held = RunLock(tmp_path / "run")
     try:

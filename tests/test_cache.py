@@ -8,10 +8,10 @@ from pathlib import Path
 
 import diskcache
 
-from memjudge.scoring.cache import AnswerCache, cache_key, resolve_cache_dir
-from memjudge.scoring.engine import score_run
 from memjudge.judges import JudgeConfig, Prompt
 from memjudge.judges.rubrics import load_rubric
+from memjudge.scoring.cache import AnswerCache, cache_key, resolve_cache_dir
+from memjudge.scoring.engine import score_run
 from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +190,6 @@ def test_the_key_holds_the_endpoint_actually_used(tmp_path, monkeypatch):
     name the endpoint in the key and config.json; `…/v1` and `…/v1/` are one endpoint; two
     servers never share answers."""
     from fake_server import FakeServer
-
     from memjudge.judges import make_judge
 
     env_var = {"openai": "OPENAI_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}
@@ -234,7 +233,6 @@ def test_the_key_holds_the_endpoint_actually_used(tmp_path, monkeypatch):
 def test_cache_dir_is_reported_even_when_the_cache_is_empty(tmp_path, fake_server, capsys):
     """Item 10: an empty cache is falsy; config.json and summary.json still name it."""
     from fake_server import Fault
-
     from memjudge import cli as memjudge_cli
 
     cand, src = tmp_path / "c.jsonl", tmp_path / "s.jsonl"

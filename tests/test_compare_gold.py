@@ -51,7 +51,7 @@ def reference_ppi(cand, lab, gold, res):
     folds = {(r, k): {personas[i] for i in held}
              for r, k, held in fold_assignment(len(personas), res.repeats, res.folds, res.seed)}
     out = []
-    for i, row in enumerate(res.to_json()["folds_detail"]):
+    for _i, row in enumerate(res.to_json()["folds_detail"]):
         gate = res.fold_gates[(row["repeat"]) * res.folds + row["fold"]]
         t = row["threshold"]
         keep = []

@@ -11,7 +11,11 @@ import pytest
 from scipy import stats
 
 from memjudge.comparison import (
-    compare, fold_assignment, nadeau_bengio, paired_summary, prepare,
+    compare,
+    fold_assignment,
+    nadeau_bengio,
+    paired_summary,
+    prepare,
 )
 from memjudge.errors import UsageError
 
@@ -240,7 +244,7 @@ def test_gate_auto_is_chosen_inside_each_fit_fold():
     assert len(res.fold_gates) == 10 and all(len(g) == 1 for g in res.fold_gates)
     # Inside each fit fold the chosen category is that fold's lowest-support one.
     prep = res.prepared
-    for (r, k, held), g in zip(fold_assignment(30, 2, 5, 0), res.fold_gates):
+    for (_r, _k, held), g in zip(fold_assignment(30, 2, 5, 0), res.fold_gates):
         fit = ~np.isin(prep.persona, held)
         rates = {c: prep.sup[fit & (prep.cat == i)].sum() / prep.valid[fit & (prep.cat == i)].sum()
                  for i, c in enumerate(prep.categories)}
@@ -276,7 +280,7 @@ def test_real_synthpai_matches_literal_implementation(shared_data):
     ref = reference(cand, lab, cov, ["income_level"], 0.8, 1, 5, 0)
     d = res.folds_detail[res.folds_detail.policy != "write_all"]
     assert len(cand) > 2000 and len(d) == len(ref)
-    for (r, k, pol, t, f, re, _), row in zip(ref, d.itertuples(index=False)):
+    for (_r, _k, _pol, t, f, re, _), row in zip(ref, d.itertuples(index=False)):
         assert (row.threshold if row.threshold is not None else -np.inf) == t
         assert (row.faithfulness, row.retention) == pytest.approx((f, re), abs=1e-15)
 
@@ -391,7 +395,8 @@ def test_unlabelled_candidates_and_unmatched_labels_are_counted():
     assert "5 candidates have no label" in res.render() and "1 labels name assertions" in res.render()
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=15, deadline=None)

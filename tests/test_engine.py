@@ -15,13 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, _PROVIDER_ENV
+from conftest import _PROVIDER_ENV, ROOT
 from fake_server import Fault
 from memjudge import cli as memjudge_cli
-from memjudge.scoring.answers import MAX_REASKS
-from memjudge.scoring.engine import score, score_run
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import JudgeAnswer, JudgeConfig, Usage
+from memjudge.scoring.answers import MAX_REASKS
+from memjudge.scoring.engine import score, score_run
 from memjudge.scoring.ratelimit import RateLimiter
 from scripted_judge import UNSUPPORTED, ScriptedJudge, candidates_frame, sources_frame, support_answer
 
@@ -615,8 +615,8 @@ def test_rate_limits_hold_at_the_server_with_retries_and_reasks(tmp_path, fake_s
     limiter, and the token budget does not start full: counted at the fake server, no window
     holds more than the limit plus one request. Windows of 2 s stand in for minutes."""
     import memjudge.scoring.ratelimit
-    from memjudge.scoring.cost import estimate_tokens
     from memjudge.judges.rubrics import load_rubric
+    from memjudge.scoring.cost import estimate_tokens
 
     window = 2.0
     monkeypatch.setattr(memjudge.scoring.ratelimit, "WINDOW_S", window)
@@ -856,6 +856,8 @@ def test_sigkill_at_random_moments_loses_no_answer(tmp_path, fake_server):
         if rng.random() < 0.3:  # other settings into the same folder: its journal is rewritten
             finish(out, cache, "--temperature", "0.5")
             rewrites += 1
+        # a request the last killed process had sent may still be in the server's hands
+        assert fake_server.wait_idle(), (seed, episodes)
         fake_server.reset()
         finish(out, cache)  # the same command, to the end
         assert fake_server.count() <= n - len(known), (seed, episodes)  # nothing answered is paid for twice

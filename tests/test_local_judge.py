@@ -452,12 +452,11 @@ def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path,
     """The demo's calibration step: `memjudge calibrate` on a small simulated-gold sample of other
     personas (seed + 1000), with a deterministic stand-in for the model."""
 
-    from scripted_judge import HashScoringJudge
-
     from memjudge import demo as demo_mod
-    from memjudge.stats.thresholds import calibrate
     from memjudge.judges import _PROVIDERS
     from memjudge.simulation import simulate
+    from memjudge.stats.thresholds import calibrate
+    from scripted_judge import HashScoringJudge
 
     monkeypatch.setitem(_PROVIDERS, "local", HashScoringJudge)
     scale = {"corpus": {"candidates": 2500, "personas": 100}}

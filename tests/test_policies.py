@@ -7,11 +7,18 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memjudge.errors import UsageError
 from memjudge.policies import (
-    NEG_INF, GlobalThreshold, PerCategory, Targeted, WriteAll, fit_threshold, make_policy,
+    NEG_INF,
+    GlobalThreshold,
+    PerCategory,
+    Targeted,
+    WriteAll,
+    fit_threshold,
+    make_policy,
 )
 
 
@@ -265,7 +272,7 @@ def test_repeated_group_kfold_is_the_spec_recipe_and_never_splits_a_group():
         assert np.array_equal(np.sort(np.r_[train, test]), np.arange(len(groups)))
         assert np.array_equal(test, np.flatnonzero(np.isin(groups, list(held))))
     # fold_assignment is the same folds as (repeat, fold, held-out group codes)
-    for (r, k, held), (_, test) in zip(fold_assignment(len(names), 3, 4, 5), splits):
+    for (_r, _k, held), (_, test) in zip(fold_assignment(len(names), 3, 4, 5), splits):
         assert {names[j] for j in held} == set(groups[test].tolist())
     with pytest.raises(UsageError):
         list(RepeatedGroupKFold(n_splits=14).split(groups))

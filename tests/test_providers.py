@@ -13,16 +13,16 @@ import urllib.request
 from pathlib import Path
 from typing import Literal
 
-import pytest
-from fake_server import UNSUPPORTED_MARKER, Fault, FakeServer, expected_verdict, synthesize
-from google.genai import errors as genai_errors
 import httpx2
 import openai
+import pytest
+from google.genai import errors as genai_errors
 from pydantic import BaseModel
 
+from fake_server import UNSUPPORTED_MARKER, FakeServer, Fault, expected_verdict, synthesize
 from memjudge.errors import UsageError
-from memjudge.judges.base import MalformedResponse
 from memjudge.judges import JudgeCall, Prompt, make_judge
+from memjudge.judges.base import MalformedResponse
 from memjudge.scoring.retry import call_with_retry
 
 KEY = "sk-test-SECRET-0123456789"
@@ -803,8 +803,8 @@ def test_verdict_log_odds_hand_computed():
 
 
 def test_response_format_and_logprobs_through_the_python_api(fake_server, tmp_path):
-    from memjudge.scoring.engine import score_run
     from memjudge.judges import JudgeConfig
+    from memjudge.scoring.engine import score_run
 
     cand, src, _ = compat_inputs(tmp_path, 4)
     fake_server.compat = "llama-cpp-python"

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from memjudge.comparison import compare
-from memjudge.judges import make_judge
 from memjudge.comparison.robustness import robustness
+from memjudge.judges import make_judge
 from memjudge.simulation import simulate
 
 # Table 1 of "When to Remember, When to Abstain" (held-out fold means; write-all full sample).

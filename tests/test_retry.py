@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from memjudge.judges.base import Judge, JudgeConfig
-from memjudge.judges.base import delay_from_headers, parse_duration
+from memjudge.judges.base import Judge, JudgeConfig, delay_from_headers, parse_duration
 from memjudge.scoring.retry import RetryDelayTooLong, RetryEvent, backoff_s, call_with_retry
 
 

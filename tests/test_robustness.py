@@ -11,10 +11,9 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
-from memjudge.stats.bootstrap import cluster_weights, ratio_interval
 from memjudge.comparison import compare
 from memjudge.comparison.robustness import p_lowest, robustness
-
+from memjudge.stats.bootstrap import cluster_weights, ratio_interval
 from test_crossval import S, U, synthetic, synthpai
 
 

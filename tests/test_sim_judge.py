@@ -14,10 +14,10 @@ from memjudge import formats as io
 from memjudge.errors import UsageError
 from memjudge.judges import JudgeCall, make_judge
 from memjudge.judges.panel import load_panel
-from memjudge.judges.sim import flip_probability, flip_scale
-from memjudge.stats.noise import noise
 from memjudge.judges.rubrics import load_rubric
+from memjudge.judges.sim import flip_probability, flip_scale
 from memjudge.simulation import simulate
+from memjudge.stats.noise import noise
 
 
 @pytest.fixture(scope="module")

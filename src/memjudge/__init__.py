@@ -29,15 +29,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 # name -> "module:attribute", imported on first access.
-# score, score_run, ScoreResult, batch_status and batch_cancel point at the scoring modules that
-# define them today; once memjudge.scoring exports them, "memjudge.scoring:NAME" works as well.
 _LAZY = {
     # scoring
-    "score": "memjudge.scoring.engine:score",
-    "score_run": "memjudge.scoring.engine:score_run",
-    "ScoreResult": "memjudge.scoring.engine:ScoreResult",
-    "batch_status": "memjudge.scoring.batch:batch_status",
-    "batch_cancel": "memjudge.scoring.batch:batch_cancel",
+    "score": "memjudge.scoring:score",
+    "score_run": "memjudge.scoring:score_run",
+    "ScoreResult": "memjudge.scoring:ScoreResult",
+    "batch_status": "memjudge.scoring:batch_status",
+    "batch_cancel": "memjudge.scoring:batch_cancel",
     # statistics
     "noise": "memjudge.stats.noise:noise",
     "agreement": "memjudge.stats.agreement:agreement",

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -83,10 +83,10 @@ class DemoResult:
 def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say) -> tuple[object, dict]:
     """Score a small simulated-gold sample of other personas with the embedded judge, pick its
     threshold there with `memjudge calibrate`, and return the judge at that threshold."""
-    from memjudge.stats.thresholds import calibrate
-    from memjudge.scoring.engine import score_run
     from memjudge.judges import make_judge
+    from memjudge.scoring.engine import score_run
     from memjudge.simulation import simulate
+    from memjudge.stats.thresholds import calibrate
 
     cal_seed = seed + CALIBRATION_SEED_OFFSET
     sample = simulate(preset="paper", seed=cal_seed, personas=CALIBRATION_PERSONAS, config=scale)
@@ -129,16 +129,16 @@ def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float, c
 
 def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_dir=None, progress: bool = True,
          echo: Callable[[str], None] | None = print) -> DemoResult:
-    from memjudge.stats.agreement import agreement
     from memjudge.comparison import compare
-    from memjudge.scoring.engine import score_run
+    from memjudge.comparison.robustness import robustness
     from memjudge.formats import frame_records, write_json, write_jsonl
     from memjudge.judges import make_judge
-    from memjudge.stats.noise import noise
     from memjudge.reporting import report
-    from memjudge.comparison.robustness import robustness
+    from memjudge.scoring.engine import score_run
     from memjudge.simulation import simulate
+    from memjudge.stats.agreement import agreement
     from memjudge.stats.estimate import estimate
+    from memjudge.stats.noise import noise
 
     say = echo or (lambda _line: None)
     n = int(personas or DEFAULT_PERSONAS)

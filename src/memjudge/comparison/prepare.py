@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -167,7 +168,7 @@ def prepare(candidates, labels, coverage=None, *, judge=None, replicate=0, stric
         except (TypeError, ValueError):
             raise UsageError(f"replicate must be an index or 'majority', got {replicate!r}") from None
     cand = load_candidates(candidates)
-    lab = load_labels(labels) if not isinstance(labels, pd.Series) else labels
+    lab = cast(pd.DataFrame, load_labels(labels) if not isinstance(labels, pd.Series) else labels)
     verdicts, judge = select_verdicts(lab, judge, replicate)
     personas, persona = np.unique(cand["persona_id"].astype(str).to_numpy(), return_inverse=True)
     categories, cat = np.unique(cand["category"].astype(str).to_numpy(), return_inverse=True)

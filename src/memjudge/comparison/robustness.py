@@ -49,6 +49,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -202,6 +203,7 @@ class RobustnessResult:
                   "share of the persona-bootstrap resamples whose lowest-support category is gated (a fraction)."]
         if len(self.kendall):
             lines += ["", f"Kendall's τ-b between judges' category rates ({first}):"]
+            r: Any
             for r in self.kendall.itertuples():
                 tau = MISSING if not np.isfinite(r.tau) else f"{r.tau:+.3f}"
                 lines.append(f"  {r.judge_a} vs {r.judge_b}: τ-b {tau} (p {r.p_value:.3g}, {r.n_categories} categories)")

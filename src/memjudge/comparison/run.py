@@ -6,6 +6,8 @@ faithfulness (`memjudge.comparison.gold`).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -38,7 +40,7 @@ def compare(candidates, labels, coverage=None, *, judge=None, replicate=0, gate=
     if gold is not None:
         # the judge's raw verdicts weight a sample stratified by verdict (as `memjudge estimate`)
         verdicts = None if isinstance(labels, Prepared) else select_verdicts(
-            labels if isinstance(labels, pd.Series) else load_labels(labels), prep.judge, prep.replicate)[0]
+            cast(pd.DataFrame, labels if isinstance(labels, pd.Series) else load_labels(labels)), prep.judge, prep.replicate)[0]
         res.gold = compare_with_gold(res, gold, verdicts=verdicts)
     return res
 

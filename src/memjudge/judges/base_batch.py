@@ -70,7 +70,7 @@ def result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict |
     try:
         rec = json.loads(raw)
     except (ValueError, RecursionError):
-        m = re.search(r'"%s"\s*:\s*"([^"]+)"' % id_field, raw)
+        m = re.search(r'"' + re.escape(id_field) + r'"\s*:\s*"([^"]+)"', raw)
         if m and m.group(1) in calls:
             out[m.group(1)] = LineResult("final", error=f"unreadable batch output line: not JSON ({raw[:80]!r}...)")
         return None, None

@@ -27,9 +27,22 @@ from google.genai import errors, types
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, Usage, connection_refused, delay_from_headers, is_transient_status,
-    normalise_base_url, parse_duration, schema_prompt,
-    text_answer, unreachable, verdict_log_odds,
+    Judge,
+    JudgeAnswer,
+    JudgeCall,
+    JudgeConfig,
+    LoopBoundClient,
+    MalformedResponse,
+    Usage,
+    connection_refused,
+    delay_from_headers,
+    is_transient_status,
+    normalise_base_url,
+    parse_duration,
+    schema_prompt,
+    text_answer,
+    unreachable,
+    verdict_log_odds,
 )
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")

@@ -22,8 +22,6 @@ import math
 import re
 from collections import Counter
 
-from memjudge.judges.base import Prompt
-
 # Bumped whenever the prompt text, the premise selection or the verdict words change: the
 # judge's identity (its cache key) carries it, so old cached answers are never reused.
 PROMPT_VERSION = "premise-v1"

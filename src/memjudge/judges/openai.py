@@ -42,8 +42,22 @@ from openai.lib._parsing import type_to_response_format_param
 
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
-    Judge, JudgeAnswer, JudgeCall, JudgeConfig, LoopBoundClient, MalformedResponse, RESPONSE_FORMATS, Usage, delay_from_headers, is_request_error, is_transient_status, normalise_base_url, schema_prompt, text_answer,
-    unreachable, verdict_log_odds,
+    RESPONSE_FORMATS,
+    Judge,
+    JudgeAnswer,
+    JudgeCall,
+    JudgeConfig,
+    LoopBoundClient,
+    MalformedResponse,
+    Usage,
+    delay_from_headers,
+    is_request_error,
+    is_transient_status,
+    normalise_base_url,
+    schema_prompt,
+    text_answer,
+    unreachable,
+    verdict_log_odds,
 )
 from memjudge.judges.rubrics import AnswerError, parse_json_answer
 

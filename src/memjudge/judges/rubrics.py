@@ -334,7 +334,7 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".toml")] for p in _builtin_dir().iterdir() if p.name.endswith(".toml"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_builtin(name: str) -> Rubric:
     res = _builtin_dir() / f"{name}.toml"
     return rubric_from_toml(res.read_text(encoding="utf-8"), f"builtin:{name}")

@@ -56,7 +56,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                     hard_flip=1.0, coverage_recall=1.0, coverage_false=0.0),
 }
 OPTIONS = ("truth", "profile", "seed", *PROFILES["paper"])
-_TRUTH_CACHE: dict[str, "_Truth"] = {}
+_TRUTH_CACHE: dict[str, _Truth] = {}
 
 
 HARD_KINDS = ("over_inference", "wrong_person")
@@ -139,7 +139,7 @@ class _Truth:
         return path / "truth.jsonl" if path.is_dir() else path
 
     @classmethod
-    def load(cls, where) -> "_Truth":
+    def load(cls, where) -> _Truth:
         path = cls.file(where)
         if not path.is_file():
             raise InputError(path, "no such file (the sim judge's `truth` option: truth.jsonl or the folder of memjudge simulate)")

@@ -134,7 +134,7 @@ class RetentionPolicy:
             "gate": self.gate(),
             "floor": self.floor,
             "fitted_on": {**self.fit_info_, **fitted_on,
-                          "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+                          "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")},
         }
 
 

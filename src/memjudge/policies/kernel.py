@@ -218,7 +218,7 @@ def exact_per_category(opts, n_total: int, floor: float, V: int, S: int, idx) ->
             dp = vals[j, W]
             choice[c] = j
 
-        def backtrack(w):
+        def backtrack(w, choice=choice):  # the table of this pass
             ix = [0] * C
             for c in range(C - 1, -1, -1):
                 ix[c] = int(choice[c, w])

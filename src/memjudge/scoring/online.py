@@ -194,7 +194,8 @@ class Progress:
 
     def __init__(self, tally: Tally, rubric_name: str, total: int, done: int):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import Progress as Bar
 
         self.tally = tally
         self.progress = Bar(

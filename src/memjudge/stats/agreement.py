@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -226,6 +227,7 @@ class AgreementResult:
             return Estimate(getattr(r, m), getattr(r, f"{m}_lo"), getattr(r, f"{m}_hi")).to_dict()
 
         pairs = []
+        r: Any  # itertuples rows: typed per column at run time only
         for r in self.pairs.itertuples(index=False):
             conf = self.confusion[(r.a, r.b)]
             pairs.append({
@@ -233,7 +235,7 @@ class AgreementResult:
                 "confusion": {str(i): {str(j): int(conf.loc[i, j]) for j in conf.columns} for i in conf.index},
             })
         gold = [{"judge": g.judge, "n": int(g.n), **{m: est(g, m) for m in GOLD_MEASURES}}
-                for g in self.gold.itertuples(index=False)]
+                for g in cast(Any, self.gold).itertuples(index=False)]
         return json_safe({
             "judges": list(self.judges), "items": int(self.items), "pairs": pairs,
             "krippendorff_alpha": self._overall("krippendorff_alpha"),

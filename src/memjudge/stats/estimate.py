@@ -261,8 +261,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
     them). ``half_width``: also plan how many gold items reach that PPI++ half-width.
     """
     from memjudge.stats.bootstrap import cluster_weights
-    from memjudge.stats.verdicts import select_verdicts
     from memjudge.stats.ppi import planned_gold_n, three_estimates
+    from memjudge.stats.verdicts import select_verdicts
 
     if interval not in ("bootstrap", "clt"):
         raise UsageError(f"interval must be 'bootstrap' or 'clt', got {interval!r}")

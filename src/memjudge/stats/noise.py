@@ -14,6 +14,7 @@ all resamples are one product `cluster_weights(...) @ totals`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -93,6 +94,7 @@ class NoiseResult:
 
     def to_json(self) -> dict:
         out = []
+        row: Any  # itertuples rows: typed per column at run time only
         for row in self.judges.itertuples(index=False):
             cats = self.by_category[(self.by_category["judge"] == row.judge) & (self.by_category["rubric"] == row.rubric)]
             out.append({
@@ -106,7 +108,7 @@ class NoiseResult:
                 "by_category": {
                     c.category: {"items": int(c.items),
                                  "flip_rate": Estimate(c.flip_rate, c.flip_rate_lo, c.flip_rate_hi).to_dict()}
-                    for c in cats.itertuples(index=False)
+                    for c in cast(Any, cats).itertuples(index=False)
                 },
             })
         from memjudge.formats import json_safe

@@ -145,9 +145,9 @@ def responses(labels: pd.DataFrame, judges: Sequence[str] | None = None, replica
     chosen, ties = standing_verdicts(lab.assign(rubric=rubrics[0]), replicate)
     classes = sorted(set(chosen["verdict"]) | {SUPPORTED, UNSUPPORTED})
     Y = np.full((len(items), len(names)), -1, dtype=np.int64)
-    row = pd.Index(items["assertion_id"]).get_indexer(chosen["assertion_id"])
-    col = pd.Index(names).get_indexer(chosen["rater"])
-    Y[row, col] = pd.Index(classes).get_indexer(chosen["verdict"])
+    row = pd.Index(items["assertion_id"]).get_indexer(pd.Index(chosen["assertion_id"]))
+    col = pd.Index(names).get_indexer(pd.Index(chosen["rater"]))
+    Y[row, col] = pd.Index(classes).get_indexer(pd.Index(chosen["verdict"]))
     valid = (Y >= 0).astype(np.int64)
     for j, name in enumerate(names):
         if valid[:, j].sum() == 0:
@@ -453,6 +453,7 @@ def _errors_block(R, method, s, judges, classes, cluster, n_personas, B, seed):
         # truth, so none are given (use dawid-skene or one-coin for error rates)
         return None, None, None
     fit = fit_em(R, method)
+    assert fit.class_counts is not None  # fit_em always counts
     sens, spec = sens_spec(fit.e[0], fit.prior[0], s, fit.class_counts[0])
     ci_s = ci_p = np.full((len(judges), 2), np.nan)
     ci_pr = np.full((len(classes), 2), np.nan)

@@ -29,7 +29,7 @@ Contract:
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -91,14 +91,14 @@ def _stratum_sd(keys: pd.Series, items: pd.DataFrame, by: list[str]) -> pd.Serie
     sup = (items["verdict"] == "supported").astype(float)
     if "verdict" not in by:
         p = sup.groupby(keys.to_numpy()).mean()
-        return np.sqrt(p * (1 - p)).clip(lower=SD_FLOOR)
+        return cast(pd.Series, np.sqrt(p * (1 - p))).clip(lower=SD_FLOOR)
     # Gold SD given the judge's verdict, under a prior judge accuracy (module doc).
     prev = sup.groupby(items["category"].to_numpy()).transform("mean").clip(0.01, 0.99)
     a = PRIOR_ACCURACY
     p_if_sup = a * prev / (a * prev + (1 - a) * (1 - prev))
     p_if_not = (1 - a) * prev / ((1 - a) * prev + a * (1 - prev))
-    p = np.where(items["verdict"] == "supported", p_if_sup, p_if_not)
-    sd = pd.Series(np.sqrt(p * (1 - p)), index=items.index).groupby(keys.to_numpy()).mean()
+    p_given = np.where(items["verdict"] == "supported", p_if_sup, p_if_not)
+    sd = pd.Series(np.sqrt(p_given * (1 - p_given)), index=items.index).groupby(keys.to_numpy()).mean()
     return sd.clip(lower=SD_FLOOR)
 
 

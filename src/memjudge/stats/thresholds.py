@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from memjudge._util.registry import CALIBRATION_TARGETS
 from memjudge.errors import InputError, UsageError
 
 # ---------------------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def _target_values(target: str, tp, tn, p, n) -> np.ndarray:
     raise UsageError(f"unknown calibration target {target!r} (known: {', '.join(TARGETS)})")
 
 
-TARGETS = ("balanced_accuracy", "accuracy", "youden", "f1_unsupported")
+TARGETS = CALIBRATION_TARGETS  # named once, in the light registry the CLI reads
 
 
 def candidate_thresholds(scores: np.ndarray) -> np.ndarray:
@@ -231,6 +232,7 @@ def dump_panel(tables: list[dict]) -> str:
 def write_threshold(panel, spec: str, threshold: float) -> None:
     """Create the panel or update its `[[judge]]` for `spec` with options.threshold, keeping every
     other judge and setting. The result is re-read with the panel loader before replacing the file."""
+    from memjudge._util.files import write_atomic
     from memjudge.formats import read_toml
     from memjudge.judges.panel import load_panel
 
@@ -246,15 +248,11 @@ def write_threshold(panel, spec: str, threshold: float) -> None:
     else:
         tables.append({"spec": spec, "options": {"threshold": float(threshold)}})
     text = dump_panel(tables)
-    tmp = path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(text, encoding="utf-8")
-    try:
-        load_panel(tmp)
+    try:  # re-read before it replaces the panel: a failed check leaves the old file
+        write_atomic(path, text, check=load_panel)
     except InputError as e:  # pragma: no cover - dump_panel writes only what load_panel reads
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"{path}: could not write a valid panel ({e})") from None
-    tmp.replace(path)
 
 
 __all__ = [

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from memjudge._util.files import write_atomic
 from memjudge.errors import InputError, UsageError
 from memjudge.formats import open_private
 from memjudge.judges import Judge
@@ -123,12 +124,7 @@ class BatchState:
         """Atomically, and on disk before we act on it (fsync), so a kill or a power cut
         leaves the previous or the new state, never half of one."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open_private(tmp, "w") as f:
-            json.dump(self.data, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self.data, separators=(",", ":")))
 
 
 class RunLock:
