@@ -47,10 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import memjudge  # noqa: E402
-from memjudge.stats.bootstrap import cluster_weights  # noqa: E402
 from memjudge.judges import make_judge  # noqa: E402
-from memjudge.stats.sampling import _stratum_sd, allocate, stratum_key  # noqa: E402
+from memjudge.stats.bootstrap import cluster_weights  # noqa: E402
 from memjudge.stats.ppi import three_estimates  # noqa: E402
+from memjudge.stats.sampling import _stratum_sd, allocate, stratum_key  # noqa: E402
 
 JUDGES = ("paper", "lenient", "strict", "noisy")
 
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     by_persona = [np.flatnonzero(pcode == p) for p in range(len(personas))]
     rng = np.random.default_rng(args.seed + 1)
     studies = []
-    for s in range(args.studies):
+    for _s in range(args.studies):
         chosen = np.sort(rng.choice(len(personas), args.personas, replace=False))
         idx = np.concatenate([by_persona[p] for p in chosen])
         gold = np.zeros(len(idx), bool)
