@@ -8,13 +8,6 @@ restate or paraphrase a fact; unsupported ones are over-inferences (a value read
 cue), fabrications, contradictions, or a friend's trait attributed to the user. Because the
 corpus is built, its gold labels and its fact → assertion map are known exactly.
 
-The generator works top-down so that a preset can be calibrated to published figures:
-(1) candidates per persona and per category, (2) a confidence per candidate, (3) which
-candidates are unsupported (an exact share per group, drawn with odds falling with
-confidence), (4) the facts the supported ones state and the unsupported ones' kinds,
-(5) the text. Every knob lives in a preset TOML (`presets/paper.toml`); `--config FILE`
-overrides any of them.
-
 Layout: `generator` (presets, the corpus-wide allocation of counts, confidences and support,
 `simulate`, the gold files), `persona` (one persona's facts, source and assertion text),
 `lexicon` (the word lists).

@@ -1,14 +1,6 @@
-"""The corpus generator behind `memjudge simulate`: synthetic personas with known truth.
+"""The corpus generator behind `memjudge simulate` (the package docstring tells the model).
 
-A persona is a bundle of facts across categories (work, location, family, hobbies, health,
-preferences, education, and values/beliefs), written into a source document in several
-styles (journal notes, social posts, messages to a friend, a profile blurb). A simulated
-per-category extractor then emits candidate assertions with confidences: supported ones
-restate or paraphrase a fact; unsupported ones are over-inferences (a value read into a weak
-cue), fabrications, contradictions, or a friend's trait attributed to the user. Because the
-corpus is built, its gold labels and its fact → assertion map are known exactly.
-
-The generator works top-down so that a preset can be calibrated to published figures:
+It works top-down so that a preset can be calibrated to published figures:
 (1) candidates per persona and per category, (2) a confidence per candidate, (3) which
 candidates are unsupported (an exact share per group, drawn with odds falling with
 confidence), (4) the facts the supported ones state and the unsupported ones' kinds,
