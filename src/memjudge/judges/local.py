@@ -248,6 +248,7 @@ class LocalModel:
             n_batch=n_batch, logits_all=False, verbose=False,
         )
         self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
         self.lock = threading.Lock()
         self._template = self._chat_template()
         self._word_tokens = {w: self.llm.tokenize(w.encode(), add_bos=False, special=False) for w in VERDICT_WORDS}
