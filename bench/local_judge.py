@@ -7,13 +7,19 @@
     python bench/local_judge.py speed [dev] [--variant V]  # assertions/minute with and without prefix reuse
     python bench/local_judge.py quality [--variant V]      # the figures: choices, per domain, per kind, speed
 
-Variants: `rubric` (the support rubric over the whole source, the judge before premise
-selection) and the judge's own prompt over `k` selected source sentences (`top2`, `top3`,
-`top5`; `full` = the whole source; `top3-nofs` without few-shot turns). Datasets: generated
-corpora of fixed seeds (`dev` is the only one anything is tuned on; `heldout` is scored once with
-everything fixed) and SummEdits (`sales` held out, `qmsum`). Scores are computed once and saved
-under bench/results/ (with the prompt id and the weights' hash), so calibration experiments
-never re-run the model. Quality is printed beside the published SummEdits balanced accuracies
+Variants: `rubric` (the support rubric over the whole source: the judge's default prompt, the
+shipped configuration and the default here) and the judge's own prompt over `k` selected source
+sentences (`top2`, `top3`, `top5`; `full` = the whole source; `top3-nofs` without few-shot
+turns; opt-in `prompt = "premise"`). Datasets: generated corpora of fixed seeds (`dev`, seed 11,
+is the only one anything is tuned on; `heldout`, seed 90210, is scored once with everything
+fixed; `pilot2027` is an earlier held-out sample that was looked at, so it is neither) and
+SummEdits (`sales` held out, `qmsum`). Scores are computed once and saved under bench/results/
+(with the prompt id, the weights' hash, wall and CPU seconds, threads and load per item), so
+calibration experiments never re-run the model; `--shard i/n` splits a set by source across n
+processes (BENCH_THREADS=1 each: on a crowded machine one thread per process waits least), and
+`quality` reads the shards back together. Quality is printed at the packaged threshold and at the
+conversational one (`memjudge calibrate` on dev: a per-domain choice), per domain and per
+unsupported kind, beside the published SummEdits balanced accuracies
 (../shared/data/summedits/README.md).
 """
 
@@ -350,7 +356,8 @@ def domain_threshold(variant: str) -> float | None:
 
 def speed_row(name: str, df: pd.DataFrame) -> dict:
     """Wall-clock rate as scored on this shared machine, and the rate its CPU time implies for
-    idle cores (process CPU time per item, all threads; one single-threaded process per core)."""
+    idle cores (process CPU time per item, all threads; one single-threaded process per core,
+    as `scores --shard` runs them)."""
     row = {"data": name, "n": len(df), "median s": float(np.median(df["seconds"])),
            "wall /min": 60 * len(df) / float(df["seconds"].sum())}
     if "cpu_seconds" in df:
@@ -453,7 +460,9 @@ def cmd_quality(args) -> None:
             print(f"  {name:<11} {v:5.1f}   ratio local/{name}: {ba / v:.2f}")
     # 4. Speed as the scores were computed.
     print("\nspeed while scoring (wall: this shared machine at its load; per core / 2 cores: from process CPU "
-          "time, what idle cores would give; see `speed` for a controlled cold/warm measurement):")
+          "time per item, each source's first, cold evaluation included; on a crowded machine CPU time is "
+          "inflated by contention for caches and memory bandwidth, so these are lower bounds for idle cores; "
+          "see `speed` for a controlled cold/warm measurement):")
     print(table([speed_row(d, load_scores(d, variant)) for d in DATASET_NOTES if have(d, variant)]))
 
 
