@@ -171,6 +171,13 @@ def cmd_scores(args) -> None:
         personas = sorted(items["persona_id"].unique())
         items = items[items["persona_id"].isin(personas[i::n])]
         out = out.with_name(f"{out.stem}.part{i}of{n}.jsonl")
+    elif args.sources:
+        # Named sources, in the order given, into their own shard file (to add a process to a
+        # sharded run: name sources the running shards reach last).
+        names = args.sources.split(",")
+        items = items[items["persona_id"].isin(names)]
+        items = items.assign(_o=items["persona_id"].map(names.index)).sort_values(["_o", "assertion_id"]).drop(columns="_o")
+        out = out.with_name(f"{out.stem}.part-{names[0]}of{len(names)}.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     done: set[str] = set()
     for path in score_files(args.dataset, args.variant):
@@ -261,7 +268,8 @@ def load_scores(dataset: str, variant: str = "rubric") -> pd.DataFrame:
     if not paths:
         raise SystemExit(f"no scores of {dataset}/{variant}: run `python bench/local_judge.py scores {dataset} "
                          f"--variant {variant}` first")
-    df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True)
+    # An item scored twice (overlapping shards) counts once: the first file's score.
+    df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True).drop_duplicates("assertion_id")
     if "kind" not in df.columns and dataset in CORPORA:  # files scored before kinds were recorded
         df = df.merge(corpus_items(dataset)[["assertion_id", "kind"]], on="assertion_id", how="left")
     return df
@@ -475,6 +483,7 @@ def main() -> None:
     s.add_argument("--per-doc", type=int, default=0, help="score only this many items per source (0 = all)")
     s.add_argument("--like", choices=list(VARIANTS), help="score only the items already scored with this variant")
     s.add_argument("--shard", help="i/n: score every n-th source from the i-th (0-based), into its own file")
+    s.add_argument("--sources", help="comma-separated source (persona) ids to score, in this order, into their own file")
     s.set_defaults(func=cmd_scores)
     sp = sub.add_parser("speed")
     sp.add_argument("dataset", nargs="?", choices=[*SUMMEDITS, *CORPORA], default="dev")
