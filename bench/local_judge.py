@@ -283,11 +283,12 @@ def cluster_interval(df, threshold, B=2000, seed=0) -> tuple[tuple[float, float]
     """95% percentile intervals of AUC and balanced accuracy, resampling source documents (summaries
     of one document are not independent)."""
     rng = np.random.default_rng(seed)
-    groups = [g for _, g in df.groupby("persona_id")]
+    scores, gold = df["judge_score"].to_numpy(float), (df["gold"] == "supported").to_numpy()
+    groups = [np.asarray(ix) for ix in df.reset_index(drop=True).groupby("persona_id").indices.values()]
     aucs, bas = [], []
     for _ in range(B):
-        sample = pd.concat([groups[i] for i in rng.integers(0, len(groups), len(groups))])
-        s, y = sample["judge_score"].to_numpy(float), (sample["gold"] == "supported").to_numpy()
+        rows = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+        s, y = scores[rows], gold[rows]
         if y.all() or (~y).all():
             continue
         aucs.append(auc(s, y))
