@@ -35,6 +35,9 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     assert local["judge_score"].notna().all() and local["verdict"].notna().all()
     quality = json.loads((tmp_path / "demo" / "local_judge.json").read_text())
     assert quality["n"] == res.candidates and 0 <= quality["auc"] <= 1
+    # The report shows the embedded judge's AUC against the simulated gold (local_judge.json's value).
+    md = res.report.read_text()
+    assert any("AUC" in line and f"{quality['auc']:.3f}" in line for line in md.splitlines())
     noise = json.loads((tmp_path / "demo" / "noise.json").read_text())
     flip = {j["judge"]: j for j in noise["judges"]}
     assert demo_mod.LOCAL_JUDGE in flip
