@@ -39,9 +39,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from memjudge.stats.thresholds import auc, balanced_accuracy, best_threshold, calibrate_scores  # noqa: E402
 from memjudge.judges.base import Prompt  # noqa: E402
 from memjudge.judges.local import DEFAULT_MODEL, PACKAGED, load_model, packaged_model_path  # noqa: E402
+from memjudge.stats.thresholds import auc, balanced_accuracy, best_threshold, calibrate_scores  # noqa: E402
 
 SHARED = Path(os.environ.get("MEMJUDGE_SHARED_DATA", ROOT.parent / "shared" / "data"))
 RESULTS = ROOT / "bench" / "results"

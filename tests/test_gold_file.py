@@ -288,11 +288,11 @@ def test_two_annotators_are_two_raters_in_agreement(tmp_path, items, capsys):
     assert res["gold"] == []  # several annotators: raters, not one gold column
     pair = next(p for p in res["pairs"] if (p["a"], p["b"]) == ("human:alice", "human:bob"))
     assert pair["n"] == N - 2
-    assert pair["cohen_kappa"] == pytest.approx(cohen_kappa_score(va[: N - 2], vb[: N - 2]))
-    assert pair["percent_agreement"] == pytest.approx(np.mean(va[: N - 2] == vb[: N - 2]))
+    assert pair["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(va[: N - 2], vb[: N - 2]))
+    assert pair["percent_agreement"]["value"] == pytest.approx(np.mean(va[: N - 2] == vb[: N - 2]))
     judge = read_labels(labels).set_index("assertion_id")["verdict"]
     pj = next(p for p in res["pairs"] if (p["a"], p["b"]) == ("human:alice", "sim:j"))
-    assert pj["cohen_kappa"] == pytest.approx(cohen_kappa_score(va, judge.loc[[f"a{i:02d}" for i in range(N)]].to_numpy()))
+    assert pj["cohen_kappa"]["value"] == pytest.approx(cohen_kappa_score(va, judge.loc[[f"a{i:02d}" for i in range(N)]].to_numpy()))
 
     # one annotator: the gold column, as before
     g1 = read_gold(gold)
@@ -300,7 +300,7 @@ def test_two_annotators_are_two_raters_in_agreement(tmp_path, items, capsys):
     assert main(["agreement", str(labels), "--gold", str(only_alice), "--json", "--bootstrap", "50"]) == 0
     res1 = json.loads(capsys.readouterr().out)
     assert res1["judges"] == ["sim:j"] and res1["gold"][0]["n"] == N
-    assert res1["gold"][0]["accuracy"] == pytest.approx(np.mean(judge.loc[[f"a{i:02d}" for i in range(N)]].to_numpy() == va))
+    assert res1["gold"][0]["accuracy"]["value"] == pytest.approx(np.mean(judge.loc[[f"a{i:02d}" for i in range(N)]].to_numpy() == va))
 
 
 def test_gold_raters_leaves_out_unknown_assertions():
