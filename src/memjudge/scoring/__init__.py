@@ -20,7 +20,7 @@ The names below are loaded on first use, so importing a leaf module (`scoring.ca
 
 from __future__ import annotations
 
-import importlib
+from memjudge._util.lazy import exports
 
 _LAZY = {
     "score": "memjudge.scoring.engine",
@@ -34,14 +34,4 @@ _LAZY = {
 __all__ = ["ScoreResult", "ScoreSummary", "batch_cancel", "batch_status", "score", "score_run"]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memjudge.scoring' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = exports(__name__, _LAZY, globals())

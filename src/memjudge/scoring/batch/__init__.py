@@ -6,7 +6,7 @@ The names below load on first use: the submodules import this package, never the
 
 from __future__ import annotations
 
-import importlib
+from memjudge._util.lazy import exports
 
 _LAZY = {
     "LOCK_FILE": "memjudge.scoring.batch.state",
@@ -23,14 +23,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memjudge.scoring.batch' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = exports(__name__, _LAZY, globals())
