@@ -9,17 +9,10 @@ as ``null``: JSON has no NaN.
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
-
-def _finite(x: Any) -> float | None:
-    if x is None or isinstance(x, bool) or not isinstance(x, numbers.Real):
-        return None
-    v = float(x)
-    return v if math.isfinite(v) else None
+from memjudge._util.text import num
 
 
 @dataclass(frozen=True)
@@ -32,7 +25,7 @@ class Estimate:
 
     def __post_init__(self) -> None:
         for name in ("value", "lo", "hi"):
-            object.__setattr__(self, name, _finite(getattr(self, name)))
+            object.__setattr__(self, name, num(getattr(self, name)))
 
     @property
     def has_interval(self) -> bool:
