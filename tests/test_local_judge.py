@@ -249,6 +249,40 @@ def test_real_model_direction_prefix_reuse_and_determinism(model_cache, monkeypa
         assert by_path.ensure_loaded().score(prompts["sup"]).log_odds == warm["sup"].log_odds
 
 
+@pytest.mark.model
+@pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
+def test_real_model_attribution_read_reuses_the_prompt_and_is_deterministic(model_cache, monkeypatch):
+    monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(model_cache))
+    judge = make_judge("local:qwen2.5-coder-1.5b", options={"attribution": True})
+    model = judge.ensure_loaded()
+    prompts = _prompts()
+    with model.lock:
+        model.forget()
+        plain = {k: model.score(p, source=SOURCE) for k, p in prompts.items()}
+        model.forget()
+        warm = {k: model.score(p, source=SOURCE, attribution=True) for k, p in prompts.items()}
+        cold = {}
+        for k, p in prompts.items():
+            model.forget()
+            cold[k] = model.score(p, source=SOURCE, attribution=True, reuse=False)
+    text = model.render(prompts["contra"])
+    tokens = model.llm.tokenize(text.encode(), add_bos=False, special=True)
+    head = model._boundary(tokens, text, text[: text.index(SOURCE) + len(SOURCE)])
+    tail = len(model.llm.tokenize(L.ATTRIBUTION_TAIL.encode(), add_bos=False, special=False))
+    # The source's end is a boundary (found on the prompt's own tokens, though BPE merges the
+    # source's last character with the newline after it), so a warm call evaluates only what
+    # follows the source, then the tail: nothing of the source again.
+    assert 0.8 * len(tokens) < head < len(tokens)
+    assert warm["contra"].prompt_tokens == len(tokens) + tail
+    assert warm["contra"].prompt_tokens - warm["contra"].reused_tokens == len(tokens) - head + tail
+    assert cold["contra"].reused_tokens == 0
+    for k in prompts:
+        assert warm[k].log_odds == cold[k].log_odds  # bit-identical cold or warm
+        assert warm[k].logp_supported == plain[k].logp_supported  # the verdict read is unchanged
+        assert warm[k].log_odds == plain[k].log_odds + warm[k].attribution
+    assert warm["sup"].log_odds > warm["contra"].log_odds + 1.0
+
+
 def _model_corpus(tmp_path):
     cands = pd.DataFrame({"persona_id": "p1", "assertion_id": list(ASSERTIONS), "category": "c",
                           "confidence": 0.9, "text": list(ASSERTIONS.values())})
@@ -369,13 +403,21 @@ def test_prompt_options_and_identity(judge_factory):
                                "words": ["Yes", "No"]}
     rubric = judge_factory(options={"prompt": "rubric"})
     assert rubric.threshold == L.PACKAGED[L.DEFAULT_MODEL].threshold and "prompt" not in rubric.identity()
-    # The rubric prompt's identity is what it was before premise selection existed (old caches hold).
+    # Evaluation restarts at the source's end, which moves scores by ~0.1: the identity says so,
+    # so a cache of answers from before that change is not mixed with new ones.
     assert set(rubric.identity()) == {"spec", "model", "base_url", "params", "threshold", "answer_prefix", "eval_chunk",
-                                      "weights_sha256"}
+                                      "split_at", "weights_sha256"}
+    assert rubric.attribution is L.DEFAULT_ATTRIBUTION
+    on = judge_factory(options={"attribution": True})
+    off = judge_factory(options={"attribution": False})
+    assert on.identity()["attribution"] == {"tail": L.ATTRIBUTION_TAIL, "words": list(L.ATTRIBUTION_WORDS)}
+    assert "attribution" not in off.identity() and on.identity() != off.identity()
     assert judge_factory(options={"prompt": "premise", "premises": 5}).identity() != ident
     assert judge_factory(options={"prompt": "premise", "few_shot": False}).identity() != ident
     for opts, msg in (({"prompt": "chat"}, "option prompt must be one of"), ({"premises": -1}, "premises must be"),
-                      ({"premises": "3"}, "premises must be"), ({"few_shot": "yes"}, "few_shot must be")):
+                      ({"premises": "3"}, "premises must be"), ({"few_shot": "yes"}, "few_shot must be"),
+                      ({"attribution": 1}, "attribution must be true or false"),
+                      ({"attribution": True, "prompt": "premise"}, "attribution needs prompt")):
         with pytest.raises(UsageError, match=msg):
             judge_factory(options=opts)
 
@@ -387,6 +429,16 @@ def test_premise_mode_needs_the_calls_fields(judge_factory):
         asyncio.run(judge_factory(options={"prompt": "premise"}).generate(_call()))
 
 
+def test_the_attribution_read_adds_to_the_log_odds_and_is_recorded(judge_factory):
+    judge = judge_factory(options={"threshold": 0.0, "attribution": True})
+    score = L.VerdictScore(-0.4, -1.0, 100, 90, attribution=-0.9)  # verdict +0.6, attribution -0.9
+    assert score.log_odds == pytest.approx(-0.3)
+    ans = judge.answer(score, _call())
+    assert ans.judge_score == pytest.approx(-0.3) and ans.parsed["verdict"] == "unsupported"
+    assert ans.raw["attribution"] == -0.9 and ans.raw["logp_supported"] == -0.4
+    assert "attribution" not in judge.answer(L.VerdictScore(-0.4, -1.0, 100, 90), _call()).raw
+
+
 def test_chunk_starts_are_a_function_of_the_prompt_alone():
     c = L.EVAL_CHUNK
     assert L.chunk_starts(1) == [0]
@@ -395,6 +447,8 @@ def test_chunk_starts_are_a_function_of_the_prompt_alone():
     # prefix reuses all of it, whatever came before.
     assert L.chunk_starts(3 * c, c + 10) == [0, c, c + 10, 2 * c + 10]
     assert L.chunk_starts(50, 0) == L.chunk_starts(50, 50) == L.chunk_starts(50, 80) == [0]
+    # Two boundaries (the source's end, then the verdict prompt's end before the attribution tail).
+    assert L.chunk_starts(3 * c, 2 * c + 20, c + 10) == [0, c, c + 10, 2 * c + 10, 2 * c + 20]
 
 
 @pytest.mark.model

@@ -55,7 +55,14 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 # the verdict word begins, so the next tokens are the judge's decision.
 ANSWER_PREFIX = '{"verdict": "'
 VERDICT_WORDS = ("supported", "unsupported")
-OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot")
+# The attribution read: after the verdict "supported", the answer object goes on with a field
+# the model fills with yes or no. A small model reads "supported" as "the fact appears in the
+# source", whoever it is about; this second read asks whether it is about the user themself
+# (wrong-person attribution). On the tuning corpus (dev, seed 11) the sum of the two reads
+# separated supported from unsupported better than either alone (bench/local_judge.py).
+ATTRIBUTION_TAIL = 'supported", "said_of_the_user_themself": "'
+ATTRIBUTION_WORDS = ("yes", "no")
+OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot", "attribution")
 # "rubric" renders the support rubric over the whole source; "premise" is the judge's own prompt
 # over selected source sentences (local_premise). The default stays "rubric": on the tuning corpus
 # (bench/local_judge.py dev, seed 11) the two tie (AUC 0.751 vs 0.753 on the same 42 items), and
@@ -64,6 +71,7 @@ OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises
 PROMPT_MODES = ("rubric", "premise")
 DEFAULT_PROMPT = "rubric"
 DEFAULT_PREMISES = 3
+DEFAULT_ATTRIBUTION = False
 # Prompt tokens are evaluated in chunks at fixed positions (see LocalModel._evaluate).
 EVAL_CHUNK = 64
 
@@ -229,10 +237,12 @@ class VerdictScore:
     logp_unsupported: float
     prompt_tokens: int
     reused_tokens: int
+    # log P(yes) - log P(no) of the attribution read (see LocalModel.score), when it was made.
+    attribution: float | None = None
 
     @property
     def log_odds(self) -> float:
-        return self.logp_supported - self.logp_unsupported
+        return self.logp_supported - self.logp_unsupported + (self.attribution or 0.0)
 
 
 class LocalModel:
@@ -292,17 +302,17 @@ class LocalModel:
         m = logits.max()
         return logits - (m + math.log(np.exp(logits - m).sum()))
 
-    def _evaluate(self, tokens: list[int], reuse: bool, boundary: int = 0) -> int:
+    def _evaluate(self, tokens: list[int], reuse: bool, boundaries: tuple[int, ...] = ()) -> int:
         """Bring the KV cache to `tokens`, evaluating only what differs; returns tokens reused.
 
         Tokens are always evaluated in chunks at split points that are a function of the prompt
-        alone: multiples of EVAL_CHUNK, restarted at `boundary` (the end of a prefix shared by
-        many prompts, 0 for none). llama.cpp's results depend slightly (~0.1 log-odds) on how a
+        alone: multiples of EVAL_CHUNK, restarted at each of `boundaries` (the ends of prefixes
+        shared by many prompts). llama.cpp's results depend slightly (~0.1 log-odds) on how a
         prompt is split into batches, so a history-dependent split would make a score depend
         on which prompt came before. With fixed split points a prompt's score is the same cold
-        or warm, in any order; the boundary lets a prompt reuse all of its shared prefix."""
+        or warm, in any order; a boundary lets a prompt reuse all of its shared prefix."""
         llm = self.llm
-        starts = chunk_starts(len(tokens), boundary)
+        starts = chunk_starts(len(tokens), *boundaries)
         keep = 0
         if reuse:
             cached = llm.input_ids[: llm.n_tokens]
@@ -318,29 +328,52 @@ class LocalModel:
                 llm.eval(tokens[start:end])
         return keep
 
-    def score(self, prompt: Prompt, *, reuse: bool = True) -> VerdictScore:
-        """Log-probabilities of the rubric's verdict words after the rubric prompt."""
-        return self.score_text(self.render(prompt), VERDICT_WORDS, reuse=reuse)
+    def score(self, prompt: Prompt, *, reuse: bool = True, source: str = "", attribution: bool = False) -> VerdictScore:
+        """Log-probabilities of the rubric's verdict words after the rubric prompt.
+
+        `source`: the source text as it appears in the prompt; the prompt up to its end is the
+        head shared by a persona's calls, so evaluation restarts there and a warm call evaluates
+        only what follows it (the assertion). `attribution`: also read, after the verdict
+        "supported", whether the assertion was said of the user themself (ATTRIBUTION_TAIL,
+        log P(yes) - log P(no)); the log-odds is then the sum of the two reads."""
+        text = self.render(prompt)
+        at = text.find(source) if source else -1
+        shared = text[: at + len(source)] if at >= 0 else ""
+        verdict = self.score_text(text, VERDICT_WORDS, reuse=reuse, shared=shared)
+        if not attribution:
+            return verdict
+        # The tail is tokenized on its own, after the prompt's tokens, so this call reuses the
+        # whole prompt just evaluated (it ends at a chunk boundary) and evaluates only the tail.
+        attr = self.score_text(text, ATTRIBUTION_WORDS, reuse=True, shared=shared, tail=ATTRIBUTION_TAIL)
+        evaluated = (verdict.prompt_tokens - verdict.reused_tokens) + (attr.prompt_tokens - attr.reused_tokens)
+        return VerdictScore(verdict.logp_supported, verdict.logp_unsupported, attr.prompt_tokens,
+                            attr.prompt_tokens - evaluated, attribution=attr.log_odds)
 
     def _tokens_of(self, word: str) -> list[int]:
         if word not in self._word_tokens:
             self._word_tokens[word] = self.llm.tokenize(word.encode(), add_bos=False, special=False)
         return self._word_tokens[word]
 
-    def score_text(self, text: str, words: tuple[str, str], *, reuse: bool = True, shared: str = "") -> VerdictScore:
+    def score_text(self, text: str, words: tuple[str, str], *, reuse: bool = True, shared: str = "",
+                   tail: str = "") -> VerdictScore:
         """Log-probabilities of the two `words` (positive first), each summed over its tokens,
-        as the continuation of the already-rendered `text`. `shared`: a text prefix of `text`
-        common to many prompts, whose tokens then end at a chunk boundary (see _evaluate)."""
-        digest = hashlib.sha256(json.dumps([text, list(words), shared]).encode()).hexdigest()
+        as the continuation of the already-rendered `text` (then `tail`, tokenized on its own).
+        `shared`: a text prefix of `text` common to many prompts, whose tokens then end at a
+        chunk boundary (see _evaluate); the end of `text` is one too when a tail follows."""
+        digest = hashlib.sha256(json.dumps([text, list(words), shared, tail]).encode()).hexdigest()
         if reuse and digest in self._memo:
             sup, uns, n = self._memo[digest]
             self._memo.move_to_end(digest)
             return VerdictScore(sup, uns, n, n)
         tokens = self.llm.tokenize(text.encode(), add_bos=False, special=True)
+        boundaries = (self._boundary(tokens, text, shared),)
+        if tail:
+            boundaries += (len(tokens),)
+            tokens = tokens + self.llm.tokenize(tail.encode(), add_bos=False, special=False)
         need = len(tokens) + max(len(self._tokens_of(w)) for w in words)
         if need > self.n_ctx:
             raise PromptTooLong(f"prompt of {len(tokens)} tokens exceeds the context of {self.n_ctx} (option n_ctx)")
-        reused = self._evaluate(tokens, reuse, self._boundary(tokens, text, shared))
+        reused = self._evaluate(tokens, reuse, boundaries)
         base = self.llm.n_tokens
         first = self._logprobs()
         logps = []
@@ -359,11 +392,18 @@ class LocalModel:
         return VerdictScore(logps[0], logps[1], len(tokens), reused)
 
     def _boundary(self, tokens: list[int], text: str, shared: str) -> int:
-        """Token count of `shared` if it tokenizes as an exact token prefix of `text`, else 0."""
+        """How many of `text`'s tokens lie wholly inside its prefix `shared` (0 if it is not one).
+        Counted on the text's own tokens, so a token that straddles the end of `shared` (BPE
+        merges its last character with what follows) stays after the boundary."""
         if not shared or not text.startswith(shared):
             return 0
-        head = self.llm.tokenize(shared.encode(), add_bos=False, special=True)
-        return len(head) if 0 < len(head) < len(tokens) and tokens[: len(head)] == head else 0
+        limit, end, n = len(shared.encode()), 0, 0
+        for tok in tokens:
+            end += len(self.llm.detokenize([tok], special=True))
+            if end > limit:
+                break
+            n += 1
+        return n if n < len(tokens) else 0
 
     def forget(self) -> None:
         """Drop the KV prefix and the score memo (for cold-run measurements)."""
@@ -371,12 +411,11 @@ class LocalModel:
         self._memo.clear()
 
 
-def chunk_starts(n: int, boundary: int = 0) -> list[int]:
+def chunk_starts(n: int, *boundaries: int) -> list[int]:
     """Where evaluation chunks start for a prompt of `n` tokens: every EVAL_CHUNK tokens from 0,
-    and again from `boundary` (a shared prefix's end) when 0 < boundary < n."""
-    if not 0 < boundary < n:
-        return list(range(0, max(n, 1), EVAL_CHUNK))
-    return list(range(0, boundary, EVAL_CHUNK)) + list(range(boundary, n, EVAL_CHUNK))
+    and again from each boundary (a shared prefix's end) with 0 < boundary < n."""
+    cuts = [0, *sorted({b for b in boundaries if 0 < b < n}), max(n, 1)]
+    return [s for a, b in zip(cuts, cuts[1:]) for s in range(a, b, EVAL_CHUNK)]
 
 
 class PromptTooLong(MemjudgeError):
@@ -457,6 +496,12 @@ class LocalJudge(Judge):
         if not isinstance(few_shot, bool):
             raise UsageError(f"{config.spec}: option few_shot must be true or false, got {few_shot!r}")
         self.few_shot = few_shot
+        attribution = opts.get("attribution", DEFAULT_ATTRIBUTION)
+        if not isinstance(attribution, bool):
+            raise UsageError(f"{config.spec}: option attribution must be true or false, got {attribution!r}")
+        if attribution and self.prompt_mode != "rubric":
+            raise UsageError(f"{config.spec}: option attribution needs prompt = \"rubric\"")
+        self.attribution = attribution
         threshold = opts.get("threshold")
         if threshold is None:
             if self.packaged is None:
@@ -495,6 +540,10 @@ class LocalJudge(Judge):
         ident["eval_chunk"] = EVAL_CHUNK
         if self.prompt_mode == "rubric":
             ident["answer_prefix"] = ANSWER_PREFIX
+            # Evaluation restarts where the source ends (scores move by ~0.1 with the split).
+            ident["split_at"] = "source end"
+            if self.attribution:
+                ident["attribution"] = {"tail": ATTRIBUTION_TAIL, "words": list(ATTRIBUTION_WORDS)}
         else:
             from memjudge.judges.local_premise import PROMPT_VERSION
 
@@ -533,7 +582,7 @@ class LocalJudge(Judge):
                 if self.prompt_mode == "premise":
                     f = call.fields
                     return score_premises(model, f["source"], f["assertion"], self.premises, few_shot=self.few_shot), None
-                return model.score(call.prompt), None
+                return model.score(call.prompt, source=call.fields.get("source", ""), attribution=self.attribution), None
             except PromptTooLong as e:
                 return None, str(e)
 
@@ -568,7 +617,8 @@ class LocalJudge(Judge):
         return JudgeAnswer(
             text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
             judge_score=log_odds, parsed=obj,
-            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported},
+            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported,
+                 **({"attribution": score.attribution} if score.attribution is not None else {})},
         )
 
     async def aclose(self) -> None:
