@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from memjudge.judges.base import Prompt  # noqa: E402
-from memjudge.judges.local import DEFAULT_MODEL, PACKAGED, load_model, packaged_model_path  # noqa: E402
+from memjudge.judges.local import (  # noqa: E402
+    DEFAULT_MODEL,
+    PACKAGED,
+    VerdictScore,
+    load_model,
+    packaged_model_path,
+    source_head,
+)
 from memjudge.stats.thresholds import auc, balanced_accuracy, best_threshold, calibrate_scores  # noqa: E402
 
 SHARED = Path(os.environ.get("MEMJUDGE_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -128,12 +136,29 @@ def load_default_model():
 # Scoring variants: "rubric" renders the support rubric over the whole source (the judge before
 # premise selection); the others are the judge's own prompt (local_premise) with k premises per
 # assertion sentence (0 = whole source), with or without the few-shot turns.
-# "rubric+self" is the rubric prompt with the attribution read added (option attribution = true)
-# and evaluation restarted where the source ends, as the judge does now; "rubric" scores were made
+# "rubric2" is the judge's default as it is now: the rubric prompt with evaluation restarted where
+# the source ends (a warm call evaluates only the assertion's part); "rubric" scores were made
 # before that restart (chunks at multiples of 64 only: log-odds differ by ~0.1) and are kept as
-# recorded.
-VARIANTS = {"rubric": None, "rubric+self": None, "full": (0, True), "top2": (2, True), "top3": (3, True),
-            "top5": (5, True), "top3-nofs": (3, False)}
+# recorded. "rubric+self" adds the attribution read (ATTRIBUTION_TAIL) to rubric2's verdict read;
+# its files hold both reads, and rubric2 is read from them (the verdict read is the same
+# computation, tested), so the two are paired item by item.
+VARIANTS = {"rubric": None, "rubric2": None, "rubric+self": None, "full": (0, True), "top2": (2, True),
+            "top3": (3, True), "top5": (5, True), "top3-nofs": (3, False)}
+DERIVED = {"rubric2": "rubric+self"}
+# The attribution read, tried as a second read after the verdict "supported": was it said of the
+# user themself? (A small model reads "supported" as "the fact is in the source", whoever it is
+# about.) Chosen on dev; it did not hold on the held-out seed 8086, so the judge does not use it.
+ATTRIBUTION_TAIL = 'supported", "said_of_the_user_themself": "'
+ATTRIBUTION_WORDS = ("yes", "no")
+
+
+@dataclass
+class AttributedScore(VerdictScore):
+    attribution: float = 0.0
+
+    @property
+    def log_odds(self) -> float:
+        return self.logp_supported - self.logp_unsupported + self.attribution
 
 
 def results_path(dataset: str, variant: str = "rubric") -> Path:
@@ -145,9 +170,7 @@ def variant_id(variant: str) -> str:
     from memjudge.judges.local_premise import PROMPT_VERSION
     from memjudge.judges.rubrics import load_rubric
 
-    if variant == "rubric+self":
-        from memjudge.judges.local import ATTRIBUTION_TAIL, ATTRIBUTION_WORDS
-
+    if variant in ("rubric+self", "rubric2"):
         return f"{load_rubric('support').id}+attribution:{ATTRIBUTION_TAIL}{'/'.join(ATTRIBUTION_WORDS)}/split=source"
     if VARIANTS[variant] is None:
         return load_rubric("support").id
@@ -212,7 +235,7 @@ def cmd_scores(args) -> None:
                 "assertion_id": row["assertion_id"], "persona_id": row["persona_id"], "category": row["category"],
                 "gold": row["gold"], "kind": row["kind"], "judge_score": s.log_odds,
                 "logp_supported": s.logp_supported, "logp_unsupported": s.logp_unsupported,
-                "attribution": s.attribution,
+                "attribution": getattr(s, "attribution", None),
                 "prompt_tokens": s.prompt_tokens, "reused_tokens": s.reused_tokens,
                 "seconds": round(time.perf_counter() - t, 3), "cpu_seconds": round(cpu, 3),
                 "load": round(os.getloadavg()[0], 2), "threads": model.n_threads, "rubric": vid,
@@ -264,7 +287,16 @@ def _score(model, variant, row, rubric, reuse):
     from memjudge.judges.local import score_premises
 
     if variant == "rubric+self":
-        return model.score(render(rubric, row), reuse=reuse, source=row["source"], attribution=True)
+        verdict = model.score(render(rubric, row), reuse=reuse, source=row["source"])
+        # The tail is tokenized on its own after the prompt, whose end is a chunk boundary: this
+        # evaluates only the tail, reusing the prompt just evaluated (cold or warm alike).
+        text = model.render(render(rubric, row))
+        attr = model.score_text(text, ATTRIBUTION_WORDS, shared=source_head(text, row["source"]), tail=ATTRIBUTION_TAIL)
+        evaluated = (verdict.prompt_tokens - verdict.reused_tokens) + (attr.prompt_tokens - attr.reused_tokens)
+        return AttributedScore(verdict.logp_supported, verdict.logp_unsupported, attr.prompt_tokens,
+                               attr.prompt_tokens - evaluated, attribution=attr.log_odds)
+    if variant == "rubric2":
+        return model.score(render(rubric, row), reuse=reuse, source=row["source"])
     if VARIANTS[variant] is None:
         return model.score(render(rubric, row), reuse=reuse)
     k, fs = VARIANTS[variant]
@@ -273,7 +305,7 @@ def _score(model, variant, row, rubric, reuse):
 
 def score_files(dataset: str, variant: str = "rubric") -> list[Path]:
     """The score file of a dataset and variant, and its shards (scores --shard i/n)."""
-    path = results_path(dataset, variant)
+    path = results_path(dataset, DERIVED.get(variant, variant))
     return [p for p in [path, *sorted(path.parent.glob(f"{path.stem}.part*of*.jsonl"))]
             if p.exists() and p.stat().st_size > 0]
 
@@ -285,6 +317,8 @@ def load_scores(dataset: str, variant: str = "rubric") -> pd.DataFrame:
                          f"--variant {variant}` first")
     # An item scored twice (overlapping shards) counts once: the first file's score.
     df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True).drop_duplicates("assertion_id")
+    if variant in DERIVED:  # the verdict read alone
+        df = df.assign(judge_score=df["logp_supported"] - df["logp_unsupported"])
     if "kind" not in df.columns and dataset in CORPORA:  # files scored before kinds were recorded
         df = df.merge(corpus_items(dataset)[["assertion_id", "kind"]], on="assertion_id", how="left")
     return df
@@ -368,7 +402,25 @@ CHOICES = [
     ("premise threshold +0.36 (opt-in prompt)", "dev (seed 11), premise scores (66)", "memjudge calibrate"),
     ("held-out corpus shares (HELDOUT_CONFIG, 28 personas)", "heldout kind counts only, before any scoring",
      ">= 100 items of every unsupported kind"),
+    ("attribution read (rubric+self): its wording, the words yes/no, weight 1 (plain sum)", "dev (seed 11), 200 items",
+     "AUC of the sum 0.811 vs the verdict read alone 0.772 (wrong person 0.51 vs 0.37); three other wordings "
+     "(\"subject\": the user / someone else; \"the source says this about\"; an \"about\" field before the verdict) "
+     "were worse than chance; weight 0.5 gave 0.801"),
+    ("packaged attribution threshold (rubric+self)", "qmsum (96) + corpus (seed 1, 150)",
+     "memjudge calibrate, balanced accuracy (as the rubric threshold was)"),
+    ("second held-out seed 8086 (heldout2)", "kind counts of seeds 31337, 4711, 8086 only, before any scoring",
+     "the first with >= 100 items of every unsupported kind"),
 ]
+
+
+def packaged_threshold(variant: str) -> float:
+    """The judge's packaged threshold for the prompt a variant scores with (rubric+self, which
+    the judge does not ship, gets the one chosen as the packaged one was: on qmsum + corpus)."""
+    weights = PACKAGED[DEFAULT_MODEL]
+    if variant == "rubric+self":
+        calib = pd.concat([load_scores(d, variant) for d in ("qmsum", "corpus") if have(d, variant)])
+        return calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL).threshold
+    return weights.threshold if VARIANTS[variant] is None else weights.premise_threshold
 
 
 def domain_threshold(variant: str) -> float | None:
@@ -398,7 +450,7 @@ def cmd_quality(args) -> None:
     variant = args.variant
     weights = PACKAGED[DEFAULT_MODEL]
     # The packaged thresholds: of the rubric prompt, and of the premise prompt (variant top3).
-    packaged = weights.threshold if VARIANTS[variant] is None else weights.premise_threshold
+    packaged = packaged_threshold(variant)
     conv = domain_threshold(variant)
     print(f"judge: local:{DEFAULT_MODEL}, variant {variant} ({variant_id(variant)}); packaged threshold "
           f"{packaged:+.2f}; conversational threshold "
@@ -496,7 +548,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("scores")
     s.add_argument("dataset", choices=[*SUMMEDITS, *CORPORA])
-    s.add_argument("--variant", choices=list(VARIANTS), default="rubric")
+    s.add_argument("--variant", choices=[v for v in VARIANTS if v not in DERIVED], default="rubric")
     s.add_argument("--per-doc", type=int, default=0, help="score only this many items per source (0 = all)")
     s.add_argument("--like", choices=list(VARIANTS), help="score only the items already scored with this variant")
     s.add_argument("--shard", help="i/n: score every n-th source from the i-th (0-based), into its own file")

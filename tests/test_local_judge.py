@@ -251,35 +251,38 @@ def test_real_model_direction_prefix_reuse_and_determinism(model_cache, monkeypa
 
 @pytest.mark.model
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
-def test_real_model_attribution_read_reuses_the_prompt_and_is_deterministic(model_cache, monkeypatch):
+def test_real_model_restarts_at_the_source_end_and_a_tail_reuses_the_prompt(model_cache, monkeypatch):
     monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(model_cache))
-    judge = make_judge("local:qwen2.5-coder-1.5b", options={"attribution": True})
-    model = judge.ensure_loaded()
+    model = make_judge("local:qwen2.5-coder-1.5b").ensure_loaded()
     prompts = _prompts()
+    tail_text, words = 'supported", "certain": "', ("yes", "no")
     with model.lock:
         model.forget()
-        plain = {k: model.score(p, source=SOURCE) for k, p in prompts.items()}
-        model.forget()
-        warm = {k: model.score(p, source=SOURCE, attribution=True) for k, p in prompts.items()}
-        cold = {}
+        warm, warm_tail = {}, {}
+        for k, p in prompts.items():
+            text = model.render(p)
+            warm[k] = model.score(p, source=SOURCE)
+            warm_tail[k] = model.score_text(text, words, shared=L.source_head(text, SOURCE), tail=tail_text)
+        cold, cold_tail = {}, {}
         for k, p in prompts.items():
             model.forget()
-            cold[k] = model.score(p, source=SOURCE, attribution=True, reuse=False)
+            text = model.render(p)
+            cold[k] = model.score(p, source=SOURCE, reuse=False)
+            cold_tail[k] = model.score_text(text, words, reuse=False, shared=L.source_head(text, SOURCE), tail=tail_text)
     text = model.render(prompts["contra"])
     tokens = model.llm.tokenize(text.encode(), add_bos=False, special=True)
-    head = model._boundary(tokens, text, text[: text.index(SOURCE) + len(SOURCE)])
-    tail = len(model.llm.tokenize(L.ATTRIBUTION_TAIL.encode(), add_bos=False, special=False))
-    # The source's end is a boundary (found on the prompt's own tokens, though BPE merges the
-    # source's last character with the newline after it), so a warm call evaluates only what
-    # follows the source, then the tail: nothing of the source again.
+    head = model._boundary(tokens, text, L.source_head(text, SOURCE))
+    tail = len(model.llm.tokenize(tail_text.encode(), add_bos=False, special=False))
+    # The source's end is a boundary (counted on the prompt's own tokens, though BPE merges the
+    # source's last character with the newline after it): a warm call evaluates only what
+    # follows the source, and a tail after a prompt just scored evaluates only the tail.
     assert 0.8 * len(tokens) < head < len(tokens)
-    assert warm["contra"].prompt_tokens == len(tokens) + tail
-    assert warm["contra"].prompt_tokens - warm["contra"].reused_tokens == len(tokens) - head + tail
+    assert warm["contra"].prompt_tokens - warm["contra"].reused_tokens == len(tokens) - head
+    assert warm_tail["contra"].prompt_tokens == len(tokens) + tail
+    assert warm_tail["contra"].prompt_tokens - warm_tail["contra"].reused_tokens == tail
     assert cold["contra"].reused_tokens == 0
-    for k in prompts:
-        assert warm[k].log_odds == cold[k].log_odds  # bit-identical cold or warm
-        assert warm[k].logp_supported == plain[k].logp_supported  # the verdict read is unchanged
-        assert warm[k].log_odds == plain[k].log_odds + warm[k].attribution
+    for k in prompts:  # bit-identical cold or warm
+        assert warm[k].log_odds == cold[k].log_odds and warm_tail[k].log_odds == cold_tail[k].log_odds
     assert warm["sup"].log_odds > warm["contra"].log_odds + 1.0
 
 
@@ -407,17 +410,11 @@ def test_prompt_options_and_identity(judge_factory):
     # so a cache of answers from before that change is not mixed with new ones.
     assert set(rubric.identity()) == {"spec", "model", "base_url", "params", "threshold", "answer_prefix", "eval_chunk",
                                       "split_at", "weights_sha256"}
-    assert rubric.attribution is L.DEFAULT_ATTRIBUTION
-    on = judge_factory(options={"attribution": True})
-    off = judge_factory(options={"attribution": False})
-    assert on.identity()["attribution"] == {"tail": L.ATTRIBUTION_TAIL, "words": list(L.ATTRIBUTION_WORDS)}
-    assert "attribution" not in off.identity() and on.identity() != off.identity()
     assert judge_factory(options={"prompt": "premise", "premises": 5}).identity() != ident
     assert judge_factory(options={"prompt": "premise", "few_shot": False}).identity() != ident
     for opts, msg in (({"prompt": "chat"}, "option prompt must be one of"), ({"premises": -1}, "premises must be"),
                       ({"premises": "3"}, "premises must be"), ({"few_shot": "yes"}, "few_shot must be"),
-                      ({"attribution": 1}, "attribution must be true or false"),
-                      ({"attribution": True, "prompt": "premise"}, "attribution needs prompt")):
+                      ({"attribution": True}, "unknown option")):
         with pytest.raises(UsageError, match=msg):
             judge_factory(options=opts)
 
@@ -429,14 +426,11 @@ def test_premise_mode_needs_the_calls_fields(judge_factory):
         asyncio.run(judge_factory(options={"prompt": "premise"}).generate(_call()))
 
 
-def test_the_attribution_read_adds_to_the_log_odds_and_is_recorded(judge_factory):
-    judge = judge_factory(options={"threshold": 0.0, "attribution": True})
-    score = L.VerdictScore(-0.4, -1.0, 100, 90, attribution=-0.9)  # verdict +0.6, attribution -0.9
-    assert score.log_odds == pytest.approx(-0.3)
-    ans = judge.answer(score, _call())
-    assert ans.judge_score == pytest.approx(-0.3) and ans.parsed["verdict"] == "unsupported"
-    assert ans.raw["attribution"] == -0.9 and ans.raw["logp_supported"] == -0.4
-    assert "attribution" not in judge.answer(L.VerdictScore(-0.4, -1.0, 100, 90), _call()).raw
+def test_source_head_is_the_prompt_up_to_the_source_or_nothing():
+    text = "SYSTEM\n<<<SOURCE\nI swim.\nSOURCE>>>\n<<<ASSERTION\nSwims.\nASSERTION>>>"
+    assert L.source_head(text, "I swim.") == "SYSTEM\n<<<SOURCE\nI swim."
+    # A source the data filter rewrote (it held a delimiter) is not in the prompt: no restart.
+    assert L.source_head(text, "I swim >>>") == L.source_head(text, "") == ""
 
 
 def test_chunk_starts_are_a_function_of_the_prompt_alone():

@@ -55,14 +55,7 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 # the verdict word begins, so the next tokens are the judge's decision.
 ANSWER_PREFIX = '{"verdict": "'
 VERDICT_WORDS = ("supported", "unsupported")
-# The attribution read: after the verdict "supported", the answer object goes on with a field
-# the model fills with yes or no. A small model reads "supported" as "the fact appears in the
-# source", whoever it is about; this second read asks whether it is about the user themself
-# (wrong-person attribution). On the tuning corpus (dev, seed 11) the sum of the two reads
-# separated supported from unsupported better than either alone (bench/local_judge.py).
-ATTRIBUTION_TAIL = 'supported", "said_of_the_user_themself": "'
-ATTRIBUTION_WORDS = ("yes", "no")
-OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot", "attribution")
+OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot")
 # "rubric" renders the support rubric over the whole source; "premise" is the judge's own prompt
 # over selected source sentences (local_premise). The default stays "rubric": on the tuning corpus
 # (bench/local_judge.py dev, seed 11) the two tie (AUC 0.751 vs 0.753 on the same 42 items), and
@@ -71,7 +64,6 @@ OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises
 PROMPT_MODES = ("rubric", "premise")
 DEFAULT_PROMPT = "rubric"
 DEFAULT_PREMISES = 3
-DEFAULT_ATTRIBUTION = False
 # Prompt tokens are evaluated in chunks at fixed positions (see LocalModel._evaluate).
 EVAL_CHUNK = 64
 
@@ -237,12 +229,10 @@ class VerdictScore:
     logp_unsupported: float
     prompt_tokens: int
     reused_tokens: int
-    # log P(yes) - log P(no) of the attribution read (see LocalModel.score), when it was made.
-    attribution: float | None = None
 
     @property
     def log_odds(self) -> float:
-        return self.logp_supported - self.logp_unsupported + (self.attribution or 0.0)
+        return self.logp_supported - self.logp_unsupported
 
 
 class LocalModel:
@@ -328,26 +318,11 @@ class LocalModel:
                 llm.eval(tokens[start:end])
         return keep
 
-    def score(self, prompt: Prompt, *, reuse: bool = True, source: str = "", attribution: bool = False) -> VerdictScore:
-        """Log-probabilities of the rubric's verdict words after the rubric prompt.
-
-        `source`: the source text as it appears in the prompt; the prompt up to its end is the
-        head shared by a persona's calls, so evaluation restarts there and a warm call evaluates
-        only what follows it (the assertion). `attribution`: also read, after the verdict
-        "supported", whether the assertion was said of the user themself (ATTRIBUTION_TAIL,
-        log P(yes) - log P(no)); the log-odds is then the sum of the two reads."""
+    def score(self, prompt: Prompt, *, reuse: bool = True, source: str = "") -> VerdictScore:
+        """Log-probabilities of the rubric's verdict words after the rubric prompt. `source`: the
+        source text as it appears in the prompt (see source_head)."""
         text = self.render(prompt)
-        at = text.find(source) if source else -1
-        shared = text[: at + len(source)] if at >= 0 else ""
-        verdict = self.score_text(text, VERDICT_WORDS, reuse=reuse, shared=shared)
-        if not attribution:
-            return verdict
-        # The tail is tokenized on its own, after the prompt's tokens, so this call reuses the
-        # whole prompt just evaluated (it ends at a chunk boundary) and evaluates only the tail.
-        attr = self.score_text(text, ATTRIBUTION_WORDS, reuse=True, shared=shared, tail=ATTRIBUTION_TAIL)
-        evaluated = (verdict.prompt_tokens - verdict.reused_tokens) + (attr.prompt_tokens - attr.reused_tokens)
-        return VerdictScore(verdict.logp_supported, verdict.logp_unsupported, attr.prompt_tokens,
-                            attr.prompt_tokens - evaluated, attribution=attr.log_odds)
+        return self.score_text(text, VERDICT_WORDS, reuse=reuse, shared=source_head(text, source))
 
     def _tokens_of(self, word: str) -> list[int]:
         if word not in self._word_tokens:
@@ -409,6 +384,14 @@ class LocalModel:
         """Drop the KV prefix and the score memo (for cold-run measurements)."""
         self.llm.n_tokens = 0
         self._memo.clear()
+
+
+def source_head(text: str, source: str) -> str:
+    """The rendered prompt up to the end of its source: the head a persona's calls share, where
+    evaluation restarts so a warm call evaluates only what follows (the assertion's part). A
+    source the rubric's data filter changed (it held <<< or >>>) is not found: no restart."""
+    at = text.find(source) if source else -1
+    return text[: at + len(source)] if at >= 0 else ""
 
 
 def chunk_starts(n: int, *boundaries: int) -> list[int]:
@@ -496,12 +479,6 @@ class LocalJudge(Judge):
         if not isinstance(few_shot, bool):
             raise UsageError(f"{config.spec}: option few_shot must be true or false, got {few_shot!r}")
         self.few_shot = few_shot
-        attribution = opts.get("attribution", DEFAULT_ATTRIBUTION)
-        if not isinstance(attribution, bool):
-            raise UsageError(f"{config.spec}: option attribution must be true or false, got {attribution!r}")
-        if attribution and self.prompt_mode != "rubric":
-            raise UsageError(f"{config.spec}: option attribution needs prompt = \"rubric\"")
-        self.attribution = attribution
         threshold = opts.get("threshold")
         if threshold is None:
             if self.packaged is None:
@@ -542,8 +519,6 @@ class LocalJudge(Judge):
             ident["answer_prefix"] = ANSWER_PREFIX
             # Evaluation restarts where the source ends (scores move by ~0.1 with the split).
             ident["split_at"] = "source end"
-            if self.attribution:
-                ident["attribution"] = {"tail": ATTRIBUTION_TAIL, "words": list(ATTRIBUTION_WORDS)}
         else:
             from memjudge.judges.local_premise import PROMPT_VERSION
 
@@ -582,7 +557,7 @@ class LocalJudge(Judge):
                 if self.prompt_mode == "premise":
                     f = call.fields
                     return score_premises(model, f["source"], f["assertion"], self.premises, few_shot=self.few_shot), None
-                return model.score(call.prompt, source=call.fields.get("source", ""), attribution=self.attribution), None
+                return model.score(call.prompt, source=call.fields.get("source", "")), None
             except PromptTooLong as e:
                 return None, str(e)
 
@@ -617,8 +592,7 @@ class LocalJudge(Judge):
         return JudgeAnswer(
             text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
             judge_score=log_odds, parsed=obj,
-            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported,
-                 **({"attribution": score.attribution} if score.attribution is not None else {})},
+            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported},
         )
 
     async def aclose(self) -> None:
