@@ -496,6 +496,31 @@ def test_the_engine_hands_the_judge_the_source_and_assertion(judge_factory, monk
     assert by.loc["sup", "judge_score"] == pytest.approx(0.8)
 
 
+def test_the_rubric_prompt_gets_its_source_so_evaluation_restarts_after_it(judge_factory, monkeypatch, tmp_path):
+    """Through the public scoring API: with the rubric prompt the model is asked to score the
+    rendered prompt with the call's source, whose end is where evaluation restarts."""
+    import threading
+
+    from memjudge.scoring.engine import score_run
+
+    seen = []
+
+    class _Recorder:
+        lock = threading.Lock()
+
+        def score(self, prompt, *, reuse=True, source=""):
+            seen.append((source, source in prompt.user))
+            return L.VerdictScore(-0.2 if "nurse" in prompt.user else -3.0, -1.0, 50, 40)
+
+    monkeypatch.setattr(L.LocalJudge, "ensure_loaded", lambda self: _Recorder())
+    cands, sources = _model_corpus(tmp_path)
+    res = score_run(pd.read_json(cands, lines=True), pd.read_json(sources, lines=True),
+                    judge_factory(options={"threshold": 0.0}), replicates=1, out=tmp_path / "run",
+                    cache_dir=tmp_path / "cache", progress=False)
+    assert seen == [(SOURCE, True)] * len(ASSERTIONS)
+    assert res.labels["verdict"].notna().all()
+
+
 def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path, monkeypatch):
     """The demo's calibration step: `memjudge calibrate` on a small simulated-gold sample of other
     personas (seed + 1000), with a deterministic stand-in for the model."""
