@@ -156,6 +156,34 @@ def test_default_threshold_is_the_packaged_calibration(judge_factory):
     assert judge.identity() != judge_factory(options={"threshold": 2.0}).identity()
 
 
+def test_the_packaged_threshold_is_what_calibrate_chooses_on_the_saved_calibration_scores():
+    """+0.495 is `memjudge calibrate`'s balanced-accuracy choice on the scores saved in bench/results
+    for its calibration data (SummEdits QMSum + the generated corpus of seed 1), read as the judge
+    reads them now (the verdict's log-odds of the rubric prompt; the files also hold the attribution
+    read, which the judge does not use), with the packaged weights."""
+    from pathlib import Path
+
+    import memjudge
+    from memjudge.judges.rubrics import load_rubric
+    from memjudge.stats.thresholds import balanced_accuracy
+
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    df = pd.concat([pd.read_json(results / f"local_judge_scores_{d}_rubric+self.jsonl", lines=True)
+                    for d in ("qmsum", "corpus")], ignore_index=True)
+    weights = L.PACKAGED[L.DEFAULT_MODEL]
+    assert len(df) == 246 and set(df["weights_sha256"]) == {weights.sha256}
+    assert all(r.startswith(load_rubric("support").id + "+") and r.endswith("/split=source") for r in df["rubric"])
+    judge = f"local:{L.DEFAULT_MODEL}"
+    labels = pd.DataFrame({"assertion_id": df["assertion_id"], "judge": judge, "replicate": 0,
+                           "judge_score": df["logp_supported"] - df["logp_unsupported"]})
+    gold = pd.DataFrame({"assertion_id": df["assertion_id"], "verdict": df["gold"]})
+    cal = memjudge.calibrate(labels, gold, judge)
+    assert cal.n == 246 and cal.threshold == pytest.approx(weights.threshold, abs=0.005)
+    # On the same plateau: the packaged value classifies every calibration item as the choice does.
+    y = (df["gold"] == "supported").to_numpy()
+    assert balanced_accuracy(labels["judge_score"], y, weights.threshold) == pytest.approx(cal.balanced_accuracy, abs=1e-12)
+
+
 def test_temperature_zero_never_flips(judge_factory):
     judge = judge_factory()
     score = L.VerdictScore(-0.70, -0.69, 10, 0)  # a near tie: no noise may tip it
