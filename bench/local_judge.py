@@ -7,8 +7,10 @@
     python bench/local_judge.py speed [dev] [--variant V]  # assertions/minute with and without prefix reuse
     python bench/local_judge.py quality [--variant V]      # the figures: choices, per domain, per kind, speed
 
-Variants: `rubric` (the support rubric over the whole source: the judge's default prompt, the
-shipped configuration and the default here) and the judge's own prompt over `k` selected source
+Variants: `rubric2` (the support rubric over the whole source, evaluation restarted where the
+source ends: the judge's default, the shipped configuration and the default here), `rubric` (the
+same before that restart: the recorded scores of seed 90210), `rubric+self` (rubric2 plus an
+attribution read, tried and not adopted; rubric2 is read from its files) and the judge's own prompt over `k` selected source
 sentences (`top2`, `top3`, `top5`; `full` = the whole source; `top3-nofs` without few-shot
 turns; opt-in `prompt = "premise"`). Datasets: generated corpora of fixed seeds (`dev`, seed 11,
 is the only one anything is tuned on; `heldout`, seed 90210, is scored once with everything
@@ -170,8 +172,10 @@ def variant_id(variant: str) -> str:
     from memjudge.judges.local_premise import PROMPT_VERSION
     from memjudge.judges.rubrics import load_rubric
 
-    if variant in ("rubric+self", "rubric2"):
+    if variant == "rubric+self":
         return f"{load_rubric('support').id}+attribution:{ATTRIBUTION_TAIL}{'/'.join(ATTRIBUTION_WORDS)}/split=source"
+    if variant == "rubric2":
+        return f"{load_rubric('support').id}/split=source"
     if VARIANTS[variant] is None:
         return load_rubric("support").id
     k, fs = VARIANTS[variant]
@@ -317,8 +321,8 @@ def load_scores(dataset: str, variant: str = "rubric") -> pd.DataFrame:
                          f"--variant {variant}` first")
     # An item scored twice (overlapping shards) counts once: the first file's score.
     df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True).drop_duplicates("assertion_id")
-    if variant in DERIVED:  # the verdict read alone
-        df = df.assign(judge_score=df["logp_supported"] - df["logp_unsupported"])
+    if variant in DERIVED:  # the verdict read alone, whose prompt ends before the attribution tail
+        df = df.assign(judge_score=df["logp_supported"] - df["logp_unsupported"], rubric=variant_id(variant))
     if "kind" not in df.columns and dataset in CORPORA:  # files scored before kinds were recorded
         df = df.merge(corpus_items(dataset)[["assertion_id", "kind"]], on="assertion_id", how="left")
     return df
@@ -379,13 +383,13 @@ def table(rows) -> str:
 # the judge's default. Its packaged threshold serves documents (SummEdits); conversational notes
 # get their own threshold from `memjudge calibrate` with gold of that domain, which the bench
 # stands in for by calibrating on the tuning corpus (dev) and applying it to the held-out one.
-PACKAGED_VARIANT = "rubric"
+PACKAGED_VARIANT = "rubric2"
 DATASET_NOTES = {
     "dev": "generated, seed 11, 8 personas, HARD_CONFIG (TUNING: prompt and the conversational threshold chosen here)",
     "corpus": "generated, seed 1, 6 personas, the demo's shape (paper preset: 92% supported)",
     "pilot2027": "generated, seed 2027, 32 personas, HARD_CONFIG (previous session's pilot, 58 items; looked at)",
     "heldout": "generated, seed 90210, 28 personas, HELDOUT_CONFIG (HELD OUT: scored once, nothing chosen on it)",
-    "heldout2": "generated, seed 8086, 28 personas, HELDOUT_CONFIG (HELD OUT for rubric+self: scored once, nothing chosen on it)",
+    "heldout2": "generated, seed 8086, 28 personas, HELDOUT_CONFIG (HELD OUT for rubric2 and rubric+self: scored once, nothing chosen on it)",
     "sales": "SummEdits Sales Call, 520 summaries of 18 transcripts (held out)",
     "qmsum": "SummEdits QMSum, 96 items (calibration data of the packaged rubric threshold)",
 }
@@ -393,11 +397,11 @@ DATASET_NOTES = {
 CHOICES = [
     ("prompt: rubric (default) vs premise selection (top3)", "dev (seed 11), the 42 items scored with both",
      "AUC tie (0.751 vs 0.753); the rubric prompt is kept: it is the one measured on SummEdits sales calls "
-     "(AUC 0.824) and on idle cores (76/min on corpus); the premise prompt was measured on neither"),
+     "(AUC 0.824) and on idle cores; the premise prompt was measured on neither"),
     ("premise count k = 3, few-shot turns", "none (fixed before any scoring)", "not tuned"),
-    ("packaged rubric threshold +0.63 (documents)", "qmsum (96) + corpus (seed 1, 150)",
-     "memjudge calibrate, balanced accuracy"),
-    ("conversational threshold (per domain)", "dev (seed 11), rubric scores",
+    ("packaged rubric threshold (documents): +0.63 for rubric, +0.495 for rubric2", "qmsum (96) + corpus (seed 1, 150)",
+     "memjudge calibrate, balanced accuracy, on each variant's own scores"),
+    ("conversational threshold (per domain)", "dev (seed 11), each variant's own scores (rubric: 42 items, rubric2: 200)",
      "memjudge calibrate, balanced accuracy; one threshold for values and facts"),
     ("premise threshold +0.36 (opt-in prompt)", "dev (seed 11), premise scores (66)", "memjudge calibrate"),
     ("held-out corpus shares (HELDOUT_CONFIG, 28 personas)", "heldout kind counts only, before any scoring",
@@ -417,6 +421,8 @@ def packaged_threshold(variant: str) -> float:
     """The judge's packaged threshold for the prompt a variant scores with (rubric+self, which
     the judge does not ship, gets the one chosen as the packaged one was: on qmsum + corpus)."""
     weights = PACKAGED[DEFAULT_MODEL]
+    if variant == "rubric":
+        return 0.63  # the packaged threshold while the judge scored so (calibrated as now)
     if variant == "rubric+self":
         calib = pd.concat([load_scores(d, variant) for d in ("qmsum", "corpus") if have(d, variant)])
         return calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL).threshold
@@ -453,7 +459,7 @@ def cmd_quality(args) -> None:
     packaged = packaged_threshold(variant)
     conv = domain_threshold(variant)
     print(f"judge: local:{DEFAULT_MODEL}, variant {variant} ({variant_id(variant)}); packaged threshold "
-          f"{packaged:+.2f}; conversational threshold "
+          f"{packaged:+.3f}; conversational threshold "
           f"{'n/a' if conv is None else f'{conv:+.2f}'} (memjudge calibrate on dev)")
     print(f"weights sha256 {weights.sha256[:16]}...; load average now {os.getloadavg()[0]:.2f}")
     print("\ndata:")
@@ -483,8 +489,8 @@ def cmd_quality(args) -> None:
     if calib_sets:
         calib = pd.concat([load_scores(d, variant) for d in calib_sets], ignore_index=True)
         cal = calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL)
-        print(f"\ncalibration on {'+'.join(calib_sets)} ({len(calib)} items): threshold {cal.threshold:+.2f} "
-              f"(balanced accuracy {cal.balanced_accuracy:.3f}, AUC {cal.auc:.3f}); packaged: {packaged:+.2f}")
+        print(f"\ncalibration on {'+'.join(calib_sets)} ({len(calib)} items): threshold {cal.threshold:+.3f} "
+              f"(balanced accuracy {cal.balanced_accuracy:.3f}, AUC {cal.auc:.3f}); packaged: {packaged:+.3f}")
         # Per-category thresholds (values vs the fact categories), on the same data.
         for name, part in (("values", calib[calib["category"] == "values"]),
                            ("facts", calib[~calib["category"].isin(["values", "summary"])])):
@@ -504,10 +510,10 @@ def cmd_quality(args) -> None:
                 rows.append(quality_row(d, df, t))
                 if d in CORPORA:
                     krows += kind_rows(d, df, t)
-        print(f"\nquality at the {label} threshold {t:+.2f} (95% intervals resample sources/personas):")
+        print(f"\nquality at the {label} threshold {t:+.3f} (95% intervals resample sources/personas):")
         print(table(rows))
         if krows:
-            print(f"\nper unsupported kind at {t:+.2f} (AUC of the supported items against that kind alone):")
+            print(f"\nper unsupported kind at {t:+.3f} (AUC of the supported items against that kind alone):")
             print(table(krows))
     # Per-category thresholds (values vs facts), both chosen on dev: measured beside the one
     # threshold, not shipped. Scores are shifted by their category's threshold and cut at 0.
@@ -548,7 +554,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("scores")
     s.add_argument("dataset", choices=[*SUMMEDITS, *CORPORA])
-    s.add_argument("--variant", choices=[v for v in VARIANTS if v not in DERIVED], default="rubric")
+    s.add_argument("--variant", choices=[v for v in VARIANTS if v not in DERIVED], default="rubric+self")
     s.add_argument("--per-doc", type=int, default=0, help="score only this many items per source (0 = all)")
     s.add_argument("--like", choices=list(VARIANTS), help="score only the items already scored with this variant")
     s.add_argument("--shard", help="i/n: score every n-th source from the i-th (0-based), into its own file")
