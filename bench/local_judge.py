@@ -124,6 +124,11 @@ def corpus_items(name: str) -> pd.DataFrame:
     return df.merge(t, on="assertion_id")[["assertion_id", "persona_id", "category", "text", "source", "gold", "kind"]]
 
 
+# The judge's order (LocalJudge.order_key): a persona's calls of one category share the prompt up
+# to the assertion.
+ORDER = ["persona_id", "category", "assertion_id"]
+
+
 def render(rubric, row) -> Prompt:
     return rubric.render_support(source=row["source"], assertion=row["text"], category=row["category"],
                                  persona_id=row["persona_id"], assertion_id=row["assertion_id"])
@@ -144,7 +149,7 @@ def load_default_model():
 # recorded. "rubric+self" adds the attribution read (ATTRIBUTION_TAIL) to rubric2's verdict read;
 # its files hold both reads, and rubric2 is read from them (the verdict read is the same
 # computation, tested), so the two are paired item by item.
-VARIANTS = {"rubric": None, "rubric2": None, "rubric+self": None, "full": (0, True), "top2": (2, True),
+VARIANTS = {"rubric": None, "rubric2": None, "rubric3": None, "rubric+self": None, "full": (0, True), "top2": (2, True),
             "top3": (3, True), "top5": (5, True), "top3-nofs": (3, False)}
 DERIVED = {"rubric2": "rubric+self"}
 # The attribution read, tried as a second read after the verdict "supported": was it said of the
@@ -176,6 +181,8 @@ def variant_id(variant: str) -> str:
         return f"{load_rubric('support').id}+attribution:{ATTRIBUTION_TAIL}{'/'.join(ATTRIBUTION_WORDS)}/split=source"
     if variant == "rubric2":
         return f"{load_rubric('support').id}/split=source"
+    if variant == "rubric3":
+        return f"{load_rubric('support').id}/split=source,assertion"
     if VARIANTS[variant] is None:
         return load_rubric("support").id
     k, fs = VARIANTS[variant]
@@ -201,7 +208,7 @@ def cmd_scores(args) -> None:
     if args.like:
         # The very items another variant was scored on (a paired comparison on the tuning data).
         items = items[items["assertion_id"].isin(load_scores(args.dataset, args.like)["assertion_id"])]
-    items = items.sort_values(["persona_id", "assertion_id"], kind="stable")
+    items = items.sort_values(ORDER, kind="stable")
     out = results_path(args.dataset, args.variant)
     if args.shard:
         # Shard i of n: every n-th source (whole sources, so the KV prefix is still reused), into its
@@ -215,7 +222,7 @@ def cmd_scores(args) -> None:
         # sharded run: name sources the running shards reach last).
         names = args.sources.split(",")
         items = items[items["persona_id"].isin(names)]
-        items = items.assign(_o=items["persona_id"].map(names.index)).sort_values(["_o", "assertion_id"]).drop(columns="_o")
+        items = items.assign(_o=items["persona_id"].map(names.index)).sort_values(["_o", *ORDER[1:]]).drop(columns="_o")
         out = out.with_name(f"{out.stem}.part-{names[0]}of{len(names)}.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     done: set[str] = set()
@@ -258,7 +265,7 @@ def cmd_speed(args) -> None:
     from memjudge.judges.rubrics import load_rubric
 
     rubric = load_rubric("support")
-    items = dataset_items(args.dataset).sort_values(["persona_id", "assertion_id"], kind="stable")
+    items = dataset_items(args.dataset).sort_values(ORDER, kind="stable")
     docs = items["persona_id"].unique()[: args.docs]
     items = items[items["persona_id"].isin(docs)].groupby("persona_id").head(args.per_doc)
     rows = items.to_dict("records")
@@ -301,6 +308,8 @@ def _score(model, variant, row, rubric, reuse):
                                attr.prompt_tokens - evaluated, attribution=attr.log_odds)
     if variant == "rubric2":
         return model.score(render(rubric, row), reuse=reuse, source=row["source"])
+    if variant == "rubric3":
+        return model.score(render(rubric, row), reuse=reuse, source=row["source"], assertion=row["text"])
     if VARIANTS[variant] is None:
         return model.score(render(rubric, row), reuse=reuse)
     k, fs = VARIANTS[variant]
@@ -383,7 +392,7 @@ def table(rows) -> str:
 # the judge's default. Its packaged threshold serves documents (SummEdits); conversational notes
 # get their own threshold from `memjudge calibrate` with gold of that domain, which the bench
 # stands in for by calibrating on the tuning corpus (dev) and applying it to the held-out one.
-PACKAGED_VARIANT = "rubric2"
+PACKAGED_VARIANT = "rubric3"
 DATASET_NOTES = {
     "dev": "generated, seed 11, 8 personas, HARD_CONFIG (TUNING: prompt and the conversational threshold chosen here)",
     "corpus": "generated, seed 1, 6 personas, the demo's shape (paper preset: 92% supported)",
@@ -422,7 +431,9 @@ def packaged_threshold(variant: str) -> float:
     the judge does not ship, gets the one chosen as the packaged one was: on qmsum + corpus)."""
     weights = PACKAGED[DEFAULT_MODEL]
     if variant == "rubric":
-        return 0.63  # the packaged threshold while the judge scored so (calibrated as now)
+        return 0.63  # the packaged thresholds while the judge scored so (calibrated as now)
+    if variant == "rubric2":
+        return 0.495
     if variant == "rubric+self":
         calib = pd.concat([load_scores(d, variant) for d in ("qmsum", "corpus") if have(d, variant)])
         return calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL).threshold
@@ -554,7 +565,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("scores")
     s.add_argument("dataset", choices=[*SUMMEDITS, *CORPORA])
-    s.add_argument("--variant", choices=[v for v in VARIANTS if v not in DERIVED], default="rubric+self")
+    s.add_argument("--variant", choices=[v for v in VARIANTS if v not in DERIVED], default=PACKAGED_VARIANT)
     s.add_argument("--per-doc", type=int, default=0, help="score only this many items per source (0 = all)")
     s.add_argument("--like", choices=list(VARIANTS), help="score only the items already scored with this variant")
     s.add_argument("--shard", help="i/n: score every n-th source from the i-th (0-based), into its own file")

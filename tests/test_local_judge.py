@@ -279,27 +279,34 @@ def test_real_model_direction_prefix_reuse_and_determinism(model_cache, monkeypa
 
 @pytest.mark.model
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
-def test_real_model_restarts_at_the_source_end_and_a_tail_reuses_the_prompt(model_cache, monkeypatch):
+def test_real_model_restarts_at_the_source_end_and_the_assertion_start_and_a_tail_reuses_the_prompt(
+        model_cache, monkeypatch):
     monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(model_cache))
     model = make_judge("local:qwen2.5-coder-1.5b").ensure_loaded()
     prompts = _prompts()
     tail_text, words = 'supported", "certain": "', ("yes", "no")
     with model.lock:
         model.forget()
-        warm, warm_tail = {}, {}
+        warm, warm_tail, warm_both = {}, {}, {}
         for k, p in prompts.items():
             text = model.render(p)
             warm[k] = model.score(p, source=SOURCE)
             warm_tail[k] = model.score_text(text, words, shared=L.source_head(text, SOURCE), tail=tail_text)
-        cold, cold_tail = {}, {}
+        model.forget()
+        for k, p in prompts.items():  # one category: each call shares the prompt up to its assertion
+            warm_both[k] = model.score(p, source=SOURCE, assertion=ASSERTIONS[k])
+        cold, cold_tail, cold_both = {}, {}, {}
         for k, p in prompts.items():
             model.forget()
             text = model.render(p)
             cold[k] = model.score(p, source=SOURCE, reuse=False)
             cold_tail[k] = model.score_text(text, words, reuse=False, shared=L.source_head(text, SOURCE), tail=tail_text)
+            model.forget()
+            cold_both[k] = model.score(p, source=SOURCE, assertion=ASSERTIONS[k], reuse=False)
     text = model.render(prompts["contra"])
     tokens = model.llm.tokenize(text.encode(), add_bos=False, special=True)
     head = model._boundary(tokens, text, L.source_head(text, SOURCE))
+    head2 = model._boundary(tokens, text, L.assertion_head(text, ASSERTIONS["contra"]))
     tail = len(model.llm.tokenize(tail_text.encode(), add_bos=False, special=False))
     # The source's end is a boundary (counted on the prompt's own tokens, though BPE merges the
     # source's last character with the newline after it): a warm call evaluates only what
@@ -308,10 +315,17 @@ def test_real_model_restarts_at_the_source_end_and_a_tail_reuses_the_prompt(mode
     assert warm["contra"].prompt_tokens - warm["contra"].reused_tokens == len(tokens) - head
     assert warm_tail["contra"].prompt_tokens == len(tokens) + tail
     assert warm_tail["contra"].prompt_tokens - warm_tail["contra"].reused_tokens == tail
-    assert cold["contra"].reused_tokens == 0
+    # With the assertion's start as a second boundary, a later call of the same persona and
+    # category evaluates only its assertion and what follows.
+    assert head < head2 < len(tokens) - 5
+    assert list(prompts)[0] != "contra"
+    assert warm_both["contra"].prompt_tokens - warm_both["contra"].reused_tokens == len(tokens) - head2
+    assert cold["contra"].reused_tokens == 0 and cold_both["contra"].reused_tokens == 0
     for k in prompts:  # bit-identical cold or warm
         assert warm[k].log_odds == cold[k].log_odds and warm_tail[k].log_odds == cold_tail[k].log_odds
+        assert warm_both[k].log_odds == cold_both[k].log_odds
     assert warm["sup"].log_odds > warm["contra"].log_odds + 1.0
+    assert warm_both["sup"].log_odds > warm_both["contra"].log_odds + 1.0
 
 
 def _model_corpus(tmp_path):
@@ -461,6 +475,28 @@ def test_source_head_is_the_prompt_up_to_the_source_or_nothing():
     assert L.source_head(text, "I swim >>>") == L.source_head(text, "") == ""
 
 
+def test_prompt_heads_are_the_source_end_and_the_assertion_start():
+    text = "SYSTEM\n<<<SOURCE\nI swim. Swims.\nSOURCE>>>\n<<<ASSERTION\nSwims.\nASSERTION>>>"
+    # The assertion's last occurrence: this one also appears verbatim in the source.
+    assert L.assertion_head(text, "Swims.") == "SYSTEM\n<<<SOURCE\nI swim. Swims.\nSOURCE>>>\n<<<ASSERTION\n"
+    assert L.prompt_heads(text, "I swim. Swims.", "Swims.") == (
+        "SYSTEM\n<<<SOURCE\nI swim. Swims.", "SYSTEM\n<<<SOURCE\nI swim. Swims.\nSOURCE>>>\n<<<ASSERTION\n")
+    # Not in the prompt (the data filter rewrote it), or not given: no restart there.
+    assert L.prompt_heads(text, "I swim. Swims.", "Swims >>>") == ("SYSTEM\n<<<SOURCE\nI swim. Swims.",)
+    assert L.prompt_heads(text, "", "") == () and L.assertion_head(text, "SYSTEM") == ""
+
+
+def test_the_local_judge_orders_a_personas_calls_by_category(judge_factory):
+    judge = judge_factory()
+    calls = []
+    for p, c, a in (("p2", "facts", "a1"), ("p1", "values", "a2"), ("p1", "facts", "a3"), ("p1", "values", "a0")):
+        call = _call(a)
+        call.item.update(persona_id=p, category=c)
+        calls.append(call)
+    ordered = [c.item["assertion_id"] for c in sorted(calls, key=judge.order_key)]
+    assert ordered == ["a3", "a0", "a2", "a1"]
+
+
 def test_chunk_starts_are_a_function_of_the_prompt_alone():
     c = L.EVAL_CHUNK
     assert L.chunk_starts(1) == [0]
@@ -524,9 +560,11 @@ def test_the_engine_hands_the_judge_the_source_and_assertion(judge_factory, monk
     assert by.loc["sup", "judge_score"] == pytest.approx(0.8)
 
 
-def test_the_rubric_prompt_gets_its_source_so_evaluation_restarts_after_it(judge_factory, monkeypatch, tmp_path):
+def test_the_rubric_prompt_gets_its_source_and_assertion_so_evaluation_restarts_at_them(judge_factory, monkeypatch,
+                                                                                       tmp_path):
     """Through the public scoring API: with the rubric prompt the model is asked to score the
-    rendered prompt with the call's source, whose end is where evaluation restarts."""
+    rendered prompt with the call's source and assertion (evaluation restarts at the source's
+    end and the assertion's start), a persona's calls grouped by category."""
     import threading
 
     from memjudge.scoring.engine import score_run
@@ -536,16 +574,22 @@ def test_the_rubric_prompt_gets_its_source_so_evaluation_restarts_after_it(judge
     class _Recorder:
         lock = threading.Lock()
 
-        def score(self, prompt, *, reuse=True, source=""):
-            seen.append((source, source in prompt.user))
+        def score(self, prompt, *, reuse=True, source="", assertion=""):
+            seen.append((source, source in prompt.user, assertion, assertion in prompt.user,
+                         prompt.user.split("<<<CATEGORY")[1].split()[0]))
             return L.VerdictScore(-0.2 if "nurse" in prompt.user else -3.0, -1.0, 50, 40)
 
     monkeypatch.setattr(L.LocalJudge, "ensure_loaded", lambda self: _Recorder())
     cands, sources = _model_corpus(tmp_path)
-    res = score_run(pd.read_json(cands, lines=True), pd.read_json(sources, lines=True),
+    # Two categories, interleaved in the input: the calls come grouped by category.
+    cats = ["values" if i % 2 else "facts" for i in range(len(ASSERTIONS))]
+    res = score_run(pd.read_json(cands, lines=True).assign(category=cats), pd.read_json(sources, lines=True),
                     judge_factory(options={"threshold": 0.0}), replicates=1, out=tmp_path / "run",
                     cache_dir=tmp_path / "cache", progress=False)
-    assert seen == [(SOURCE, True)] * len(ASSERTIONS)
+    assert [s[:2] for s in seen] == [(SOURCE, True)] * len(ASSERTIONS)
+    assert sorted(s[2] for s in seen) == sorted(ASSERTIONS.values()) and all(s[3] for s in seen)
+    order = [s[4] for s in seen]
+    assert order == sorted(order) and set(order) == {"facts", "values"}
     assert res.labels["verdict"].notna().all()
 
 

@@ -320,30 +320,32 @@ class LocalModel:
                 llm.eval(tokens[start:end])
         return keep
 
-    def score(self, prompt: Prompt, *, reuse: bool = True, source: str = "") -> VerdictScore:
-        """Log-probabilities of the rubric's verdict words after the rubric prompt. `source`: the
-        source text as it appears in the prompt (see source_head)."""
+    def score(self, prompt: Prompt, *, reuse: bool = True, source: str = "", assertion: str = "") -> VerdictScore:
+        """Log-probabilities of the rubric's verdict words after the rubric prompt. `source`,
+        `assertion`: their texts as they appear in the prompt (see prompt_heads)."""
         text = self.render(prompt)
-        return self.score_text(text, VERDICT_WORDS, reuse=reuse, shared=source_head(text, source))
+        return self.score_text(text, VERDICT_WORDS, reuse=reuse, shared=prompt_heads(text, source, assertion))
 
     def _tokens_of(self, word: str) -> list[int]:
         if word not in self._word_tokens:
             self._word_tokens[word] = self.llm.tokenize(word.encode(), add_bos=False, special=False)
         return self._word_tokens[word]
 
-    def score_text(self, text: str, words: tuple[str, str], *, reuse: bool = True, shared: str = "",
+    def score_text(self, text: str, words: tuple[str, str], *, reuse: bool = True, shared: str | tuple[str, ...] = (),
                    tail: str = "") -> VerdictScore:
         """Log-probabilities of the two `words` (positive first), each summed over its tokens,
         as the continuation of the already-rendered `text` (then `tail`, tokenized on its own).
-        `shared`: a text prefix of `text` common to many prompts, whose tokens then end at a
-        chunk boundary (see _evaluate); the end of `text` is one too when a tail follows."""
-        digest = hashlib.sha256(json.dumps([text, list(words), shared, tail]).encode()).hexdigest()
+        `shared`: text prefixes of `text` common to many prompts (one or several, nested), whose
+        tokens then end at chunk boundaries (see _evaluate); the end of `text` is one too when a
+        tail follows."""
+        heads = (shared,) if isinstance(shared, str) else tuple(shared)
+        digest = hashlib.sha256(json.dumps([text, list(words), list(heads), tail]).encode()).hexdigest()
         if reuse and digest in self._memo:
             sup, uns, n = self._memo[digest]
             self._memo.move_to_end(digest)
             return VerdictScore(sup, uns, n, n)
         tokens = self.llm.tokenize(text.encode(), add_bos=False, special=True)
-        boundaries = (self._boundary(tokens, text, shared),)
+        boundaries = tuple(self._boundary(tokens, text, head) for head in heads)
         if tail:
             boundaries += (len(tokens),)
             tokens = tokens + self.llm.tokenize(tail.encode(), add_bos=False, special=False)
@@ -394,6 +396,22 @@ def source_head(text: str, source: str) -> str:
     source the rubric's data filter changed (it held <<< or >>>) is not found: no restart."""
     at = text.find(source) if source else -1
     return text[: at + len(source)] if at >= 0 else ""
+
+
+def assertion_head(text: str, assertion: str) -> str:
+    """The rendered prompt up to where its assertion starts (its last occurrence: an assertion
+    may quote the source verbatim): the head a persona's calls of one category share, so a warm
+    call evaluates only the assertion and what follows it. Not found (the data filter changed
+    it): no restart."""
+    at = text.rfind(assertion) if assertion else -1
+    return text[:at] if at > 0 else ""
+
+
+def prompt_heads(text: str, source: str, assertion: str = "") -> tuple[str, ...]:
+    """Where evaluation restarts in a rubric prompt: the source's end and the assertion's start
+    (a boundary's place only decides what can be reused; it is a function of the call alone, so
+    scores stay the same cold or warm)."""
+    return tuple(h for h in (source_head(text, source), assertion_head(text, assertion)) if h)
 
 
 def chunk_starts(n: int, *boundaries: int) -> list[int]:
@@ -513,14 +531,22 @@ class LocalJudge(Judge):
                     f"{len(self.packaged.packages)} packages missing, e.g. {missing[0]}): {INSTALL_HINT}"
                 )
 
+    def order_key(self, call: JudgeCall) -> Any:
+        """A persona's calls of one category together: they share the prompt up to the
+        assertion, so a warm call evaluates only the assertion and what follows it."""
+        item = call.item
+        return (item.get("persona_id", ""), call.rubric, str(item.get("category", "")), item.get("assertion_id", ""),
+                call.replicate)
+
     def identity(self) -> dict[str, Any]:
         ident = super().identity()
         ident["threshold"] = self.threshold
         ident["eval_chunk"] = EVAL_CHUNK
         if self.prompt_mode == "rubric":
             ident["answer_prefix"] = ANSWER_PREFIX
-            # Evaluation restarts where the source ends (scores move by ~0.1 with the split).
-            ident["split_at"] = "source end"
+            # Evaluation restarts where the source ends and where the assertion starts (scores
+            # move by ~0.1 with the split).
+            ident["split_at"] = "source end, assertion start"
         else:
             from memjudge.judges.local_premise import PROMPT_VERSION
 
@@ -559,7 +585,8 @@ class LocalJudge(Judge):
                 if self.prompt_mode == "premise":
                     f = call.fields
                     return score_premises(model, f["source"], f["assertion"], self.premises, few_shot=self.few_shot), None
-                return model.score(call.prompt, source=call.fields.get("source", "")), None
+                f = call.fields
+                return model.score(call.prompt, source=f.get("source", ""), assertion=f.get("assertion", "")), None
             except PromptTooLong as e:
                 return None, str(e)
 
