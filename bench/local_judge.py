@@ -408,7 +408,7 @@ CHOICES = [
      "AUC tie (0.751 vs 0.753); the rubric prompt is kept: it is the one measured on SummEdits sales calls "
      "(AUC 0.824) and on idle cores; the premise prompt was measured on neither"),
     ("premise count k = 3, few-shot turns", "none (fixed before any scoring)", "not tuned"),
-    ("packaged rubric threshold (documents): +0.63 for rubric, +0.495 for rubric2", "qmsum (96) + corpus (seed 1, 150)",
+    ("packaged rubric threshold (documents): +0.63 for rubric, +0.495 for rubric2, +0.40 for rubric3", "qmsum (96) + corpus (seed 1, 150)",
      "memjudge calibrate, balanced accuracy, on each variant's own scores"),
     ("conversational threshold (per domain)", "dev (seed 11), each variant's own scores (rubric: 42 items, rubric2: 200)",
      "memjudge calibrate, balanced accuracy; one threshold for values and facts"),

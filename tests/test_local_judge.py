@@ -157,10 +157,10 @@ def test_default_threshold_is_the_packaged_calibration(judge_factory):
 
 
 def test_the_packaged_threshold_is_what_calibrate_chooses_on_the_saved_calibration_scores():
-    """+0.495 is `memjudge calibrate`'s balanced-accuracy choice on the scores saved in bench/results
-    for its calibration data (SummEdits QMSum + the generated corpus of seed 1), read as the judge
-    reads them now (the verdict's log-odds of the rubric prompt; the files also hold the attribution
-    read, which the judge does not use), with the packaged weights."""
+    """+0.40 is `memjudge calibrate`'s balanced-accuracy choice on the scores saved in bench/results
+    for its calibration data (SummEdits QMSum + the generated corpus of seed 1), scored as the judge
+    scores now (the verdict's log-odds of the rubric prompt, evaluation restarted at the source's
+    end and the assertion's start), with the packaged weights."""
     from pathlib import Path
 
     import memjudge
@@ -168,14 +168,15 @@ def test_the_packaged_threshold_is_what_calibrate_chooses_on_the_saved_calibrati
     from memjudge.stats.thresholds import balanced_accuracy
 
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
-    df = pd.concat([pd.read_json(results / f"local_judge_scores_{d}_rubric+self.jsonl", lines=True)
+    df = pd.concat([pd.read_json(results / f"local_judge_scores_{d}_rubric3.jsonl", lines=True)
                     for d in ("qmsum", "corpus")], ignore_index=True)
     weights = L.PACKAGED[L.DEFAULT_MODEL]
     assert len(df) == 246 and set(df["weights_sha256"]) == {weights.sha256}
-    assert all(r.startswith(load_rubric("support").id + "+") and r.endswith("/split=source") for r in df["rubric"])
+    assert set(df["rubric"]) == {load_rubric("support").id + "/split=source,assertion"}
     judge = f"local:{L.DEFAULT_MODEL}"
     labels = pd.DataFrame({"assertion_id": df["assertion_id"], "judge": judge, "replicate": 0,
-                           "judge_score": df["logp_supported"] - df["logp_unsupported"]})
+                           "judge_score": df["judge_score"]})
+    assert np.allclose(df["judge_score"], df["logp_supported"] - df["logp_unsupported"])
     gold = pd.DataFrame({"assertion_id": df["assertion_id"], "verdict": df["gold"]})
     cal = memjudge.calibrate(labels, gold, judge)
     assert cal.n == 246 and cal.threshold == pytest.approx(weights.threshold, abs=0.005)
