@@ -1,16 +1,18 @@
 """Benchmark of the embedded judge `local:qwen2.5-coder-1.5b`: speed and quality.
 
-    python bench/local_judge.py scores dev --variant top3      # judge_scores of the tuning corpus (resumable)
+    python bench/local_judge.py scores dev                     # judge_scores of the tuning corpus (resumable)
     python bench/local_judge.py scores heldout --shard 0/4     # ... of the held-out corpus (scored once; 4 shards)
     python bench/local_judge.py scores sales --variant top3 --per-doc 6   # SummEdits sales calls (held out)
-    python bench/local_judge.py scores qmsum|corpus [--variant V]          # other data
+    python bench/local_judge.py scores qmsum --per-doc 6       # the calibration data (QMSum: 6 per transcript)
+    python bench/local_judge.py scores corpus|heldout2 [--variant V]       # other data
     python bench/local_judge.py speed [dev] [--variant V]  # assertions/minute with and without prefix reuse
     python bench/local_judge.py quality [--variant V]      # the figures: choices, per domain, per kind, speed
 
-Variants: `rubric2` (the support rubric over the whole source, evaluation restarted where the
-source ends: the judge's default, the shipped configuration and the default here), `rubric` (the
-same before that restart: the recorded scores of seed 90210), `rubric+self` (rubric2 plus an
-attribution read, tried and not adopted; rubric2 is read from its files) and the judge's own prompt over `k` selected source
+Variants: `rubric3` (the support rubric over the whole source, evaluation restarted where the
+source ends and where the assertion starts: the judge's default, the shipped configuration and
+the default here), `rubric2` (restarted at the source's end only), `rubric` (restarted at neither:
+the recorded scores of seed 90210), `rubric+self` (rubric2 plus an attribution read, tried and
+not adopted; rubric2 is read from its files) and the judge's own prompt over `k` selected source
 sentences (`top2`, `top3`, `top5`; `full` = the whole source; `top3-nofs` without few-shot
 turns; opt-in `prompt = "premise"`). Datasets: generated corpora of fixed seeds (`dev`, seed 11,
 is the only one anything is tuned on; `heldout`, seed 90210, is scored once with everything
@@ -143,10 +145,11 @@ def load_default_model():
 # Scoring variants: "rubric" renders the support rubric over the whole source (the judge before
 # premise selection); the others are the judge's own prompt (local_premise) with k premises per
 # assertion sentence (0 = whole source), with or without the few-shot turns.
-# "rubric2" is the judge's default as it is now: the rubric prompt with evaluation restarted where
-# the source ends (a warm call evaluates only the assertion's part); "rubric" scores were made
-# before that restart (chunks at multiples of 64 only: log-odds differ by ~0.1) and are kept as
-# recorded. "rubric+self" adds the attribution read (ATTRIBUTION_TAIL) to rubric2's verdict read;
+# "rubric3" is the judge's default as it is now: the rubric prompt with evaluation restarted where
+# the source ends and where the assertion starts (a warm call of the same category evaluates only
+# the assertion and what follows). "rubric2" restarts at the source's end only and "rubric" at
+# neither (chunks at multiples of 64 only); their scores differ by ~0.1 in log-odds and are kept
+# as recorded. "rubric+self" adds the attribution read (ATTRIBUTION_TAIL) to rubric2's verdict read;
 # its files hold both reads, and rubric2 is read from them (the verdict read is the same
 # computation, tested), so the two are paired item by item.
 VARIANTS = {"rubric": None, "rubric2": None, "rubric3": None, "rubric+self": None, "full": (0, True), "top2": (2, True),
@@ -398,7 +401,7 @@ DATASET_NOTES = {
     "corpus": "generated, seed 1, 6 personas, the demo's shape (paper preset: 92% supported)",
     "pilot2027": "generated, seed 2027, 32 personas, HARD_CONFIG (previous session's pilot, 58 items; looked at)",
     "heldout": "generated, seed 90210, 28 personas, HELDOUT_CONFIG (HELD OUT: scored once, nothing chosen on it)",
-    "heldout2": "generated, seed 8086, 28 personas, HELDOUT_CONFIG (HELD OUT for rubric2 and rubric+self: scored once, nothing chosen on it)",
+    "heldout2": "generated, seed 8086, 28 personas, HELDOUT_CONFIG (HELD OUT for rubric2, rubric3 and rubric+self: scored once by each, nothing chosen on it)",
     "sales": "SummEdits Sales Call, 520 summaries of 18 transcripts (held out)",
     "qmsum": "SummEdits QMSum, 96 items (calibration data of the packaged rubric threshold)",
 }
@@ -410,7 +413,7 @@ CHOICES = [
     ("premise count k = 3, few-shot turns", "none (fixed before any scoring)", "not tuned"),
     ("packaged rubric threshold (documents): +0.63 for rubric, +0.495 for rubric2, +0.40 for rubric3", "qmsum (96) + corpus (seed 1, 150)",
      "memjudge calibrate, balanced accuracy, on each variant's own scores"),
-    ("conversational threshold (per domain)", "dev (seed 11), each variant's own scores (rubric: 42 items, rubric2: 200)",
+    ("conversational threshold (per domain)", "dev (seed 11), each variant's own scores (rubric: 42 items, rubric2 and rubric3: 200)",
      "memjudge calibrate, balanced accuracy; one threshold for values and facts"),
     ("premise threshold +0.36 (opt-in prompt)", "dev (seed 11), premise scores (66)", "memjudge calibrate"),
     ("held-out corpus shares (HELDOUT_CONFIG, 28 personas)", "heldout kind counts only, before any scoring",
