@@ -350,9 +350,10 @@ def test_real_model_premise_check_has_its_own_context_direction_and_determinism(
     with main.lock, check.lock:
         check.forget()
         main.forget()
-        warm = {}
-        for k, a in stated.items():
-            verdict = main.score(_prompts()["sup"], source=SOURCE, assertion=ASSERTIONS["sup"])
+        warm, evaluated = {}, []
+        for (k, a), (j, prompt) in zip(stated.items(), _prompts().items()):
+            verdict = main.score(prompt, source=SOURCE, assertion=ASSERTIONS[j])
+            evaluated.append(verdict.prompt_tokens - verdict.reused_tokens)
             warm[k] = L.score_premise_check(check, SOURCE, a)
         cold = {}
         for k, a in stated.items():
@@ -363,7 +364,7 @@ def test_real_model_premise_check_has_its_own_context_direction_and_determinism(
     assert min(warm["sup"].log_odds, warm["tea"].log_odds) > warm["none"].log_odds + 1.0
     # The system turn is shared: a warm check evaluates only its question, though the main
     # context scored a whole rubric prompt in between, and the score is bit-identical cold.
-    assert verdict.prompt_tokens > 3 * warm["none"].prompt_tokens
+    assert min(evaluated) > 0 and warm["none"].reused_tokens > 0
     assert 0 < warm["none"].prompt_tokens - warm["none"].reused_tokens < 60 and cold["none"].reused_tokens == 0
     for k in stated:
         assert warm[k].log_odds == cold[k].log_odds
