@@ -464,7 +464,7 @@ CHOICES = [
      "the first with >= 100 items of every unsupported kind"),
     ("premise check (checked): its wording, one premise per assertion sentence, weight 1 (plain sum)",
      "dev (seed 11), 200 items (rubric3 verdicts + the check)",
-     "AUC of the sum 0.798 vs the verdict alone 0.777 (over-inference 0.74 -> 0.82; wrong person 0.39 -> 0.32, "
+     "AUC of the sum 0.798 vs the verdict alone 0.774 (over-inference 0.74 -> 0.82; wrong person 0.38 -> 0.32, "
      "the model reads it as 'does this sentence carry the statement?', not who it is about); weights 0.5/1.5/2/3 "
      "gave 0.793/0.797/0.796/0.791; a reversed wording ('about someone other than the writer?') and a generated "
      "'who is this about?' answer (always 'the writer', 30 of 30) did not read attribution either"),

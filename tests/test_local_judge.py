@@ -159,8 +159,8 @@ def test_verdict_is_log_odds_against_threshold(judge_factory):
 
 def test_default_threshold_is_the_packaged_calibration(judge_factory):
     judge = judge_factory()
-    assert judge.check and judge.threshold == L.PACKAGED[L.DEFAULT_MODEL].check_threshold
-    assert judge_factory(options={"check": False}).threshold == L.PACKAGED[L.DEFAULT_MODEL].threshold
+    assert not judge.check and judge.threshold == L.PACKAGED[L.DEFAULT_MODEL].threshold
+    assert judge_factory(options={"check": True}).threshold == L.PACKAGED[L.DEFAULT_MODEL].check_threshold
     assert judge.identity()["threshold"] == judge.threshold
     assert judge.identity() != judge_factory(options={"threshold": 2.0}).identity()
 
@@ -371,7 +371,7 @@ def test_real_model_premise_check_has_its_own_context_direction_and_determinism(
 
 
 def test_the_packaged_check_threshold_is_what_calibrate_chooses_on_the_saved_calibration_scores():
-    """The default judge's threshold (verdict + premise check) is `memjudge calibrate`'s balanced-
+    """The threshold with option check (verdict + premise check) is `memjudge calibrate`'s balanced-
     accuracy choice on the same calibration items as the rubric threshold, scored as the judge
     scores now (bench/local_judge.py variant checked)."""
     from pathlib import Path
@@ -532,9 +532,10 @@ def test_prompt_options_and_identity(judge_factory):
     # so a cache of answers from before that change is not mixed with new ones.
     assert set(rubric.identity()) == {"spec", "model", "base_url", "params", "threshold", "answer_prefix", "eval_chunk",
                                       "split_at", "weights_sha256"}
-    # The default judge adds the premise check: its version, premise count and words are in the
+    # Option check adds the premise check: its version, premise count and words are in the
     # identity, so answers cached without it (or with another wording) are not reused.
-    checked = judge_factory()
+    assert "premise_check" not in judge_factory().identity()
+    checked = judge_factory(options={"check": True})
     assert checked.identity()["premise_check"] == {"version": LP.CHECK_VERSION, "premises": 1, "words": ["Yes", "No"]}
     assert set(checked.identity()) == set(rubric.identity()) | {"premise_check"}
     assert not premise.check and "premise_check" not in ident  # the premise prompt is read alone
@@ -554,7 +555,7 @@ def test_premise_mode_needs_the_calls_fields(judge_factory):
     with pytest.raises(UsageError, match="no source/assertion fields"):
         asyncio.run(judge_factory(options={"prompt": "premise"}).generate(_call()))
     with pytest.raises(UsageError, match="no source/assertion fields"):
-        asyncio.run(judge_factory().generate(_call()))  # the premise check needs them too
+        asyncio.run(judge_factory(options={"check": True}).generate(_call()))  # the premise check needs them too
 
 
 def test_source_head_is_the_prompt_up_to_the_source_or_nothing():
@@ -682,7 +683,7 @@ def test_the_rubric_prompt_gets_its_source_and_assertion_so_evaluation_restarts_
     # Two categories, interleaved in the input: the calls come grouped by category.
     cats = ["values" if i % 2 else "facts" for i in range(len(ASSERTIONS))]
     res = score_run(pd.read_json(cands, lines=True).assign(category=cats), pd.read_json(sources, lines=True),
-                    judge_factory(options={"threshold": 0.0}), replicates=1, out=tmp_path / "run",
+                    judge_factory(options={"threshold": 0.0, "check": True}), replicates=1, out=tmp_path / "run",
                     cache_dir=tmp_path / "cache", progress=False)
     assert [s[:2] for s in seen] == [(SOURCE, True)] * len(ASSERTIONS)
     assert sorted(s[2] for s in seen) == sorted(ASSERTIONS.values()) and all(s[3] for s in seen)

@@ -6,9 +6,9 @@ support rubric is rendered into the model's chat template with the prompt ending
 verdict word begins (`{"verdict": "`), and the judge compares log P(supported) with
 log P(unsupported), each summed over the word's tokens. The verdict is
 `log-odds >= threshold`; the log-odds is recorded as `judge_score`, so a threshold can be
-calibrated (`memjudge calibrate`) and AUC computed. By default (option `check`) a second,
-sentence-level read is added to it: the premise check (score_premise_check), in a KV cache of its
-own so that it never evicts the source's shared prefix.
+calibrated (`memjudge calibrate`) and AUC computed. With option `check = true` (for first-person
+notes and chats) a second, sentence-level read is added to it: the premise check
+(score_premise_check), in a KV cache of its own so that it never evicts the source's shared prefix.
 
 With option `prompt = "premise"` the judge builds its own prompt instead (local_premise): the
 k source sentences that bear most on the assertion (BM25), a short system turn with few-shot
@@ -66,9 +66,11 @@ OPTION_KEYS = ("threshold", "n_ctx", "n_threads", "n_batch", "prompt", "premises
 PROMPT_MODES = ("rubric", "premise")
 DEFAULT_PROMPT = "rubric"
 DEFAULT_PREMISES = 3
-# The rubric prompt's verdict is read with the premise check added (score_premise_check) unless
-# option check = false.
-DEFAULT_CHECK = True
+# Option check = true adds the premise check (score_premise_check) to the rubric prompt's verdict.
+# Opt-in, for first-person notes and chats: there it lifted held-out AUC 0.722 -> 0.758
+# (bench/local_judge.py, generated notes, seed 8086), but on SummEdits sales calls (transcripts,
+# where "the writer" means nothing) it lowered AUC 0.830 -> 0.780 on the 101 items scored.
+DEFAULT_CHECK = False
 # Prompt tokens are evaluated in chunks at fixed positions (see LocalModel._evaluate).
 EVAL_CHUNK = 64
 
@@ -93,7 +95,7 @@ class PackagedWeights:
     # dev, seed 11, the 66 items scored in the time there was), never on the held-out corpus
     # (seed 2027) or SummEdits.
     premise_threshold: float = 0.0
-    # The same for the rubric prompt with the premise check added (the default judge), chosen on
+    # The same for the rubric prompt with the premise check added (option check = true), chosen on
     # the same calibration items as `threshold` (bench/local_judge.py variant checked).
     check_threshold: float = 0.0
 
