@@ -38,6 +38,9 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     # The report shows the embedded judge's AUC against the simulated gold (local_judge.json's value).
     md = res.report.read_text()
     assert any("AUC" in line and f"{quality['auc']:.3f}" in line for line in md.splitlines())
+    # The demo's judge reads the premise check (its sources are first-person notes), and says so.
+    assert quality["calibration"]["options"] == demo_mod.LOCAL_OPTIONS == {"check": True}
+    assert "(rubric prompt with the premise check) separates supported from unsupported" in md
     noise = json.loads((tmp_path / "demo" / "noise.json").read_text())
     flip = {j["judge"]: j for j in noise["judges"]}
     assert demo_mod.LOCAL_JUDGE in flip

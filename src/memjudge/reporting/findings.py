@@ -203,7 +203,9 @@ def findings(run: Run) -> list[str]:
     # the embedded judge against the corpus's truth (memjudge demo)
     q = run.get("judge_quality") or {}
     if num(q.get("auc")) is not None:
-        s = (f"The embedded judge {judge_label(q.get('judge', 'local'), run)} separates supported from unsupported "
+        checked = bool(((q.get("calibration") or {}).get("options") or {}).get("check"))
+        s = (f"The embedded judge {judge_label(q.get('judge', 'local'), run)}"
+             f"{' (rubric prompt with the premise check)' if checked else ''} separates supported from unsupported "
              f"assertions with AUC {coef(q['auc'])} against the gold labels ({count(q.get('n'))} items)")
         if num(q.get("balanced_accuracy")) is not None:
             s += f"; balanced accuracy {coef(q['balanced_accuracy'])}"
