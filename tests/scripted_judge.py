@@ -81,7 +81,7 @@ class HashScoringJudge(Judge):
     def threshold(self) -> float:
         return float(self.config.options.get("threshold", 0.0))
 
-    def ensure_loaded(self):
+    def load_all(self):
         return None
 
     async def generate(self, call):

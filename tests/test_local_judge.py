@@ -539,6 +539,9 @@ def test_prompt_options_and_identity(judge_factory):
     assert checked.identity()["premise_check"] == {"version": LP.CHECK_VERSION, "premises": 1, "words": ["Yes", "No"]}
     assert set(checked.identity()) == set(rubric.identity()) | {"premise_check"}
     assert not premise.check and "premise_check" not in ident  # the premise prompt is read alone
+    # ... and asking for the check beside it is an error, not a silent no-op.
+    with pytest.raises(UsageError, match=r'check = true needs prompt = "rubric", got prompt = .premise.'):
+        judge_factory(options={"prompt": "premise", "check": True})
     assert judge_factory(options={"prompt": "premise", "premises": 5}).identity() != ident
     assert judge_factory(options={"prompt": "premise", "few_shot": False}).identity() != ident
     for opts, msg in (({"prompt": "chat"}, "option prompt must be one of"), ({"premises": -1}, "premises must be"),
@@ -694,6 +697,24 @@ def test_the_rubric_prompt_gets_its_source_and_assertion_so_evaluation_restarts_
     assert {id(c[0]) for c in checks} == {id(contexts["check"])} and contexts["check"] is not contexts["main"]
     by = res.labels.set_index("assertion_id")
     assert by.loc["sup", "judge_score"] == pytest.approx(0.8 + 0.5) and by.loc["contra", "judge_score"] == pytest.approx(-1.5)
+
+
+def test_load_all_loads_the_contexts_the_options_read(judge_factory, monkeypatch):
+    """The demo loads the model before scoring: with the check, its own context too, so that no
+    load time falls into the first scored call."""
+    import asyncio
+
+    loaded = []
+    monkeypatch.setattr(L, "packaged_model_path", lambda name: "weights.gguf")
+    monkeypatch.setattr(L, "load_model", lambda path, context="main", **kw: loaded.append(context) or object())
+    judge = judge_factory(options={"check": True})
+    judge.load_all()
+    judge.load_all()  # loaded once per context
+    assert loaded == ["main", "check"]
+    assert judge.ensure_loaded("check") is not judge.ensure_loaded()
+    asyncio.run(judge.aclose())
+    judge_factory().load_all()
+    assert loaded[2:] == ["main"]
 
 
 def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path, monkeypatch):

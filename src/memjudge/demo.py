@@ -155,7 +155,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     judge = make_judge(LOCAL_JUDGE, options=LOCAL_OPTIONS)
     t = time.perf_counter()
     say(f"[1/6] embedded judge {LOCAL_JUDGE}: verifying the weights and loading the model ...")
-    judge.ensure_loaded()
+    judge.load_all()
     seconds["load_model"] = time.perf_counter() - t
 
     # 2. A corpus with known truth.

@@ -539,8 +539,11 @@ class LocalJudge(Judge):
         check = opts.get("check", DEFAULT_CHECK)
         if not isinstance(check, bool):
             raise UsageError(f"{config.spec}: option check must be true or false, got {check!r}")
-        # The premise check reads beside the rubric prompt only (the premise prompt is itself one).
-        self.check = check and self.prompt_mode == "rubric"
+        if check and self.prompt_mode != "rubric":
+            # The premise prompt is itself a sentence-level read; a check beside it was never measured.
+            raise UsageError(f"{config.spec}: option check = true needs prompt = \"rubric\", got prompt = "
+                             f"{self.prompt_mode!r}")
+        self.check = check
         threshold = opts.get("threshold")
         if threshold is None:
             if self.packaged is None:
@@ -557,8 +560,8 @@ class LocalJudge(Judge):
             raise UsageError(f"{config.spec}: option threshold must be a number, got {threshold!r}") from None
         if not math.isfinite(self.threshold):
             raise UsageError(f"{config.spec}: option threshold must be finite, got {threshold!r}")
-        self._model: LocalModel | None = None
-        self._check_model: LocalModel | None = None
+        # Loaded models by context name ("main", and "check" for the premise check's own KV cache).
+        self._models: dict[str, LocalModel] = {}
         self._lock = asyncio.Lock()
         self._check_installed()
 
@@ -620,19 +623,21 @@ class LocalJudge(Judge):
     def ensure_loaded(self, context: str = "main") -> LocalModel:
         """Assemble/verify the weights and load the model (slow the first time; call in a thread).
         `context` "check": the same weights with a KV cache of their own, for the premise check."""
-        if context == "check" and self._check_model is not None:
-            return self._check_model
-        if context == "main" and self._model is not None:
-            return self._model
+        if context in self._models:
+            return self._models[context]
         path = packaged_model_path(self.packaged.name) if self.packaged else self._path
         opts = self.config.options
         model = load_model(path, context=context, n_ctx=int(opts.get("n_ctx", 8192)), n_threads=opts.get("n_threads"),
                            n_batch=int(opts.get("n_batch", 512)))
-        if context == "check":
-            self._check_model = model
-        else:
-            self._model = model
+        self._models[context] = model
         return model
+
+    def load_all(self) -> None:
+        """Load every context this judge's options read (the check's too), so that no load time
+        falls into the first scored call."""
+        self.ensure_loaded()
+        if self.check:
+            self.ensure_loaded("check")
 
     def _score_sync(self, call: JudgeCall) -> tuple[VerdictScore | None, str | None]:
         model = self.ensure_loaded()
@@ -691,4 +696,4 @@ class LocalJudge(Judge):
         )
 
     async def aclose(self) -> None:
-        self._model = self._check_model = None
+        self._models.clear()
