@@ -468,8 +468,11 @@ CHOICES = [
      "the model reads it as 'does this sentence carry the statement?', not who it is about); weights 0.5/1.5/2/3 "
      "gave 0.793/0.797/0.796/0.791; a reversed wording ('about someone other than the writer?') and a generated "
      "'who is this about?' answer (always 'the writer', 30 of 30) did not read attribution either"),
-    ("packaged threshold of the judge with the check (checked)", "qmsum (96) + corpus (seed 1, 150)",
-     "memjudge calibrate, balanced accuracy (as the rubric threshold was)"),
+    ("packaged thresholds of the judge with the check (checked): -1.00, values -0.25 of their own (was +0.83, "
+     "one threshold chosen on qmsum + corpus like the rubric's)", "dev (seed 11), 200 items",
+     "memjudge calibrate --own-threshold values, balanced accuracy: the check is the setting for notes, so its "
+     "thresholds are chosen on notes; values (over-inference's home) get their own, measured last session as "
+     "held-out BA 72.3 vs 69.9 for one threshold from dev, and shipped now that the judge takes a table"),
     ("the check is opt-in (check = true), not the default", "the first 101 sales items (3 transcripts), the only "
      "held-out data the choice looked at", "AUC 0.830 without the check, 0.780 with it (the check alone 0.577): on "
      "transcripts 'the writer' means nothing; scoring the other 419 was stopped"),
@@ -490,6 +493,21 @@ def packaged_threshold(variant: str) -> float:
     if variant == "checked":
         return weights.check_threshold
     return weights.threshold if VARIANTS[variant] is None else weights.premise_threshold
+
+
+def packaged_own(variant: str) -> dict[str, float]:
+    """Categories with a packaged threshold of their own (the judge with the check: values)."""
+    return dict(PACKAGED[DEFAULT_MODEL].check_category_thresholds) if variant == "checked" else {}
+
+
+def against(df: pd.DataFrame, threshold: float, own: dict[str, float]) -> tuple[pd.DataFrame, float]:
+    """Scores and the cut that judge each item against its category's threshold: with categories
+    of their own, the scores shifted by each item's threshold and cut at 0 (AUC is then the
+    rule's ranking); otherwise the scores as they are, cut at `threshold`."""
+    if not own:
+        return df, threshold
+    shift = df["category"].map(own).fillna(threshold).astype(float)
+    return df.assign(judge_score=df["judge_score"] - shift), 0.0
 
 
 def domain_threshold(variant: str) -> float | None:
@@ -519,10 +537,11 @@ def cmd_quality(args) -> None:
     variant = args.variant
     weights = PACKAGED[DEFAULT_MODEL]
     # The packaged thresholds: of the rubric prompt, and of the premise prompt (variant top3).
-    packaged = packaged_threshold(variant)
+    packaged, own = packaged_threshold(variant), packaged_own(variant)
     conv = domain_threshold(variant)
+    own_text = "".join(f", {c} {t:+.3f} of their own" for c, t in own.items())
     print(f"judge: local:{DEFAULT_MODEL}, variant {variant} ({variant_id(variant)}); packaged threshold "
-          f"{packaged:+.3f}; conversational threshold "
+          f"{packaged:+.3f}{own_text}; conversational threshold "
           f"{'n/a' if conv is None else f'{conv:+.2f}'} (memjudge calibrate on dev)")
     print(f"weights sha256 {weights.sha256[:16]}...; load average now {os.getloadavg()[0]:.2f}")
     print("\ndata:")
@@ -553,7 +572,8 @@ def cmd_quality(args) -> None:
         calib = pd.concat([load_scores(d, variant) for d in calib_sets], ignore_index=True)
         cal = calibrate_scores(calib["judge_score"], calib["gold"] == "supported", DEFAULT_MODEL)
         print(f"\ncalibration on {'+'.join(calib_sets)} ({len(calib)} items): threshold {cal.threshold:+.3f} "
-              f"(balanced accuracy {cal.balanced_accuracy:.3f}, AUC {cal.auc:.3f}); packaged: {packaged:+.3f}")
+              f"(balanced accuracy {cal.balanced_accuracy:.3f}, AUC {cal.auc:.3f}); packaged: {packaged:+.3f}"
+              f"{own_text}{' (chosen on dev, below)' if own else ''}")
         # Per-category thresholds (values vs the fact categories), on the same data.
         for name, part in (("values", calib[calib["category"] == "values"]),
                            ("facts", calib[~calib["category"].isin(["values", "summary"])])):
@@ -563,20 +583,30 @@ def cmd_quality(args) -> None:
                 print(f"  {name}: {len(part)} items, best threshold {t:+.2f} (balanced accuracy {ba:.3f}; "
                       f"at the pooled threshold {balanced_accuracy(part['judge_score'], y, cal.threshold):.3f})")
 
+    if own and have("dev", variant):
+        dev = load_scores("dev", variant)
+        cal = calibrate_scores(dev["judge_score"], dev["gold"] == "supported", DEFAULT_MODEL,
+                               categories=dev["category"], own=list(own))
+        print(f"calibration on dev ({len(dev)} items), own thresholds for {', '.join(own)}: threshold {cal.threshold:+.3f}"
+              + "".join(f", {c} {t:+.3f}" for c, t in cal.category_thresholds.items())
+              + f" (balanced accuracy {cal.balanced_accuracy:.3f}, AUC of the rule {cal.auc:.3f}); these are packaged")
+
     # 3. Quality per domain, at the packaged threshold and at the conversational one; per kind.
-    thresholds = [("packaged", packaged)] + ([("conversational", conv)] if conv is not None else [])
-    for label, t in thresholds:
+    thresholds = [("packaged", packaged, own)] + ([("conversational", conv, {})] if conv is not None else [])
+    for label, t, cats in thresholds:
         rows, krows = [], []
         for d in DATASET_NOTES:
             if have(d, variant):
-                df = load_scores(d, variant)
-                rows.append(quality_row(d, df, t))
+                df, cut = against(load_scores(d, variant), t, cats)
+                rows.append(quality_row(d, df, cut))
                 if d in CORPORA:
-                    krows += kind_rows(d, df, t)
-        print(f"\nquality at the {label} threshold {t:+.3f} (95% intervals resample sources/personas):")
+                    krows += kind_rows(d, df, cut)
+        named = f"{label} threshold {t:+.3f}" + "".join(f", {c} {x:+.3f}" for c, x in cats.items())
+        shifted = " (scores shifted by each item's threshold, cut at 0)" if cats else ""
+        print(f"\nquality at the {named}{shifted} (95% intervals resample sources/personas):")
         print(table(rows))
         if krows:
-            print(f"\nper unsupported kind at {t:+.3f} (AUC of the supported items against that kind alone):")
+            print(f"\nper unsupported kind at the {named} (AUC of the supported items against that kind alone):")
             print(table(krows))
     # Per-category thresholds (values vs facts), both chosen on dev: measured beside the one
     # threshold, not shipped. Scores are shifted by their category's threshold and cut at 0.
@@ -594,12 +624,15 @@ def cmd_quality(args) -> None:
                     df = load_scores(d, variant)
                     shift = np.where(df["category"] == "values", cat_t["values"], cat_t["facts"])
                     rows.append(quality_row(d, df.assign(judge_score=df["judge_score"] - shift), 0.0))
+            shipped = "the packaged pair" if own and np.allclose([cat_t["values"], cat_t["facts"]],
+                                                                 [own.get("values", np.nan), packaged], atol=0.005) \
+                else "measured, not shipped"
             print(f"\nper-category thresholds from dev (values {cat_t['values']:+.2f}, facts {cat_t['facts']:+.2f}; "
-                  "AUC of the shifted scores; measured, not shipped):")
+                  f"AUC of the shifted scores; {shipped}):")
             print(table(rows))
     if have("sales", variant):
-        sales = load_scores("sales", variant)
-        ba = 100 * balanced_accuracy(sales["judge_score"], sales["gold"] == "supported", packaged)
+        sales, cut = against(load_scores("sales", variant), packaged, own)
+        ba = 100 * balanced_accuracy(sales["judge_score"], sales["gold"] == "supported", cut)
         print(f"\nSummEdits Sales Call, balanced accuracy (held out, {len(sales)} items, packaged threshold): "
               f"local:{DEFAULT_MODEL} {ba:.1f}")
         for name, v in PUBLISHED_SALES.items():

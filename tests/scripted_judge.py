@@ -76,6 +76,7 @@ class HashScoringJudge(Judge):
     of the assertion id in [-3, 3], its verdict that score against `options.threshold`."""
 
     prefix = "local"
+    category_thresholds: dict = {}
 
     @property
     def threshold(self) -> float:

@@ -142,3 +142,75 @@ def test_cli_calibrate_errors_are_one_line(tmp_path, cli):
     r = cli("calibrate", lp, "--gold", gp, "--judge", "local:qwen2.5-coder-1.5b", "--panel", broken)
     assert r.returncode == 2 and "broken.toml" in r.stderr and broken.read_text() == "[[judge]\n"
     assert not (tmp_path / "p.toml").exists()
+
+
+def _two_category_labels(tmp_path, judge="local:qwen2.5-coder-1.5b"):
+    """Values items sit higher on the score than facts for the same truth (a category shift),
+    so one threshold fits neither."""
+    rng = np.random.default_rng(21)
+    n = 300
+    cat = np.where(rng.random(n) < 0.4, "values", np.where(rng.random(n) < 0.5, "work", "family"))
+    y = rng.random(n) < 0.45
+    s = rng.normal(np.where(y, 1.0, -0.8), 1.0) + np.where(cat == "values", 1.5, 0.0)
+    labels = pd.DataFrame({
+        "assertion_id": [f"a{i}" for i in range(n)], "persona_id": [f"p{i // 10}" for i in range(n)],
+        "category": cat, "judge": judge, "rubric": "support@x", "replicate": 0,
+        "verdict": np.where(s >= 0, "supported", "unsupported"), "judge_score": s,
+    })
+    gold = pd.DataFrame({"assertion_id": labels["assertion_id"], "verdict": np.where(y, "supported", "unsupported")})
+    lp, gp = tmp_path / "labels.jsonl", tmp_path / "gold.jsonl"
+    labels.to_json(lp, orient="records", lines=True)
+    gold.to_json(gp, orient="records", lines=True)
+    return lp, gp, s, y, cat
+
+
+def test_own_category_thresholds_are_each_groups_optimum_and_the_rule_is_scored_whole(tmp_path):
+    lp, gp, s, y, cat = _two_category_labels(tmp_path)
+    cal = calibrate([lp], gp, "local:qwen2.5-coder-1.5b", own=["values"], panel=tmp_path / "judges.toml")
+    values = cat == "values"
+    # Each threshold is the brute-force optimum on its own items (scikit-learn's measure).
+    for mask, t in ((values, cal.category_thresholds["values"]), (~values, cal.threshold)):
+        brute = max(balanced_accuracy_score(y[mask], s[mask] >= c) for c in candidate_thresholds(s[mask]))
+        assert balanced_accuracy_score(y[mask], s[mask] >= t) == pytest.approx(brute, abs=1e-12)
+    # The figures are the whole rule's: each item against its category's threshold.
+    predicted = s >= np.where(values, cal.category_thresholds["values"], cal.threshold)
+    assert cal.balanced_accuracy == pytest.approx(balanced_accuracy_score(y, predicted), abs=1e-12)
+    assert cal.target_value == pytest.approx(cal.balanced_accuracy, abs=1e-12)
+    assert cal.accuracy == pytest.approx((predicted == y).mean(), abs=1e-12)
+    assert cal.auc == pytest.approx(roc_auc_score(y, s - cal.threshold_of(cat)), abs=1e-12)
+    # The category shift is found, and the rule beats the one threshold it replaces.
+    assert cal.category_thresholds["values"] - cal.threshold == pytest.approx(1.5, abs=0.6)
+    assert cal.balanced_accuracy > calibrate([lp], gp, "local:qwen2.5-coder-1.5b").balanced_accuracy
+    opts = load_panel(tmp_path / "judges.toml")["local:qwen2.5-coder-1.5b"].options
+    assert opts == {"threshold": cal.threshold, "category_thresholds": {"values": cal.category_thresholds["values"]}}
+    # A later calibration with one threshold removes the old categories' own: it decides them all.
+    calibrate([lp], gp, "local:qwen2.5-coder-1.5b", panel=tmp_path / "judges.toml")
+    assert set(load_panel(tmp_path / "judges.toml")["local:qwen2.5-coder-1.5b"].options) == {"threshold"}
+
+
+def test_cli_own_threshold_prints_writes_and_refuses_a_one_class_category(tmp_path, cli):
+    lp, gp, s, y, cat = _two_category_labels(tmp_path)
+    panel = tmp_path / "judges.toml"
+    r = cli("calibrate", lp, "--gold", gp, "--judge", "local:qwen2.5-coder-1.5b", "--panel", panel,
+            "--own-threshold", "values", "--own-threshold", "work")
+    assert r.returncode == 0, r.stderr
+    cal = calibrate([lp], gp, "local:qwen2.5-coder-1.5b", own=["values", "work"])
+    assert f"threshold {cal.threshold:+.4f} (the other categories)" in r.stdout
+    assert f"category values: threshold {cal.category_thresholds['values']:+.4f} of its own" in r.stdout
+    assert f"category work: threshold {cal.category_thresholds['work']:+.4f} of its own" in r.stdout
+    assert load_panel(panel)["local:qwen2.5-coder-1.5b"].options["category_thresholds"] == pytest.approx(
+        cal.category_thresholds)
+    # A category without both classes in the gold cannot have a threshold of its own: one line, exit 2,
+    # and the panel written before is kept.
+    before = panel.read_text()
+    gold = pd.read_json(gp, lines=True)
+    gold.loc[cat == "work", "verdict"] = "supported"
+    gold.to_json(gp, orient="records", lines=True)
+    r = cli("calibrate", lp, "--gold", gp, "--judge", "local:qwen2.5-coder-1.5b", "--panel", panel,
+            "--own-threshold", "work")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "category 'work' needs gold labels of both classes" in r.stderr and "0 unsupported" in r.stderr
+    r = cli("calibrate", lp, "--gold", gp, "--judge", "local:qwen2.5-coder-1.5b", "--panel", panel,
+            "--own-threshold", "hobbies")
+    assert r.returncode == 2 and "category 'hobbies' needs gold labels of both classes" in r.stderr
+    assert "(no items)" in r.stderr and panel.read_text() == before

@@ -161,6 +161,7 @@ def test_default_threshold_is_the_packaged_calibration(judge_factory):
     judge = judge_factory()
     assert not judge.check and judge.threshold == L.PACKAGED[L.DEFAULT_MODEL].threshold
     assert judge_factory(options={"check": True}).threshold == L.PACKAGED[L.DEFAULT_MODEL].check_threshold
+    assert judge_factory(options={"check": True}).category_thresholds == dict(L.PACKAGED[L.DEFAULT_MODEL].check_category_thresholds)
     assert judge.identity()["threshold"] == judge.threshold
     assert judge.identity() != judge_factory(options={"threshold": 2.0}).identity()
 
@@ -370,32 +371,84 @@ def test_real_model_premise_check_has_its_own_context_direction_and_determinism(
         assert warm[k].log_odds == cold[k].log_odds
 
 
-def test_the_packaged_check_threshold_is_what_calibrate_chooses_on_the_saved_calibration_scores():
-    """The threshold with option check (verdict + premise check) is `memjudge calibrate`'s balanced-
-    accuracy choice on the same calibration items as the rubric threshold, scored as the judge
-    scores now (bench/local_judge.py variant checked)."""
+def test_the_packaged_check_thresholds_are_what_calibrate_chooses_on_the_saved_notes_scores(judge_factory):
+    """With option check (verdict + premise check, the setting for first-person notes) the packaged
+    thresholds are `memjudge calibrate --own-threshold values` on the notes tuning corpus (dev,
+    seed 11), scored as the judge scores now (bench/local_judge.py variant checked)."""
     from pathlib import Path
 
     import memjudge
     from memjudge.judges.rubrics import load_rubric
     from memjudge.stats.thresholds import balanced_accuracy
 
-    results = Path(__file__).resolve().parents[1] / "bench" / "results"
-    df = pd.concat([pd.read_json(results / f"local_judge_scores_{d}_checked.jsonl", lines=True)
-                    for d in ("qmsum", "corpus")], ignore_index=True)
+    df = pd.read_json(Path(__file__).resolve().parents[1] / "bench" / "results" / "local_judge_scores_dev_checked.jsonl",
+                      lines=True)
     weights = L.PACKAGED[L.DEFAULT_MODEL]
-    assert len(df) == 246 and set(df["weights_sha256"]) == {weights.sha256}
+    assert len(df) == 200 and set(df["weights_sha256"]) == {weights.sha256}
     assert set(df["rubric"]) == {load_rubric("support").id + "/split=source,assertion+" + LP.CHECK_VERSION}
     assert np.allclose(df["judge_score"], df["logp_supported"] - df["logp_unsupported"] + df["check"])
     judge = f"local:{L.DEFAULT_MODEL}"
     labels = pd.DataFrame({"assertion_id": df["assertion_id"], "judge": judge, "replicate": 0,
-                           "judge_score": df["judge_score"]})
+                           "category": df["category"], "judge_score": df["judge_score"]})
     gold = pd.DataFrame({"assertion_id": df["assertion_id"], "verdict": df["gold"]})
-    cal = memjudge.calibrate(labels, gold, judge)
-    assert cal.n == 246 and cal.threshold == pytest.approx(weights.check_threshold, abs=0.005)
+    cal = memjudge.calibrate(labels, gold, judge, own=["values"])
+    packaged = dict(weights.check_category_thresholds)
+    assert cal.n == 200 and set(packaged) == set(cal.category_thresholds) == {"values"}
+    assert cal.threshold == pytest.approx(weights.check_threshold, abs=0.005)
+    assert cal.category_thresholds["values"] == pytest.approx(packaged["values"], abs=0.005)
+    # On the same plateaus: the packaged values classify every tuning item as the choice does.
     y = (df["gold"] == "supported").to_numpy()
-    assert balanced_accuracy(labels["judge_score"], y, weights.check_threshold) == pytest.approx(
-        cal.balanced_accuracy, abs=1e-12)
+    shift = np.where(df["category"] == "values", packaged["values"], weights.check_threshold)
+    assert balanced_accuracy(df["judge_score"] - shift, y, 0.0) == pytest.approx(cal.balanced_accuracy, abs=1e-12)
+    # The judge with check = true carries them, and judges a values item against its own.
+    checked = judge_factory(options={"check": True})
+    assert checked.threshold == weights.check_threshold and checked.category_thresholds == packaged
+    assert checked.identity()["category_thresholds"] == packaged
+
+
+def test_category_thresholds_option(judge_factory):
+    """A table of category = threshold: an item of a named category is judged against its own,
+    every other against `threshold`; the identity changes with it (cached answers carry verdicts)."""
+    from memjudge.judges.rubrics import load_rubric
+
+    rubric = load_rubric("support")
+    judge = judge_factory(options={"threshold": -1.0, "category_thresholds": {"values": 0.5}})
+    score = L.VerdictScore(-0.5, -0.6, 10, 0)  # log-odds +0.1
+    for category, verdict, against in (("values", "unsupported", "threshold 0.500 (category values)"),
+                                       ("work", "supported", "threshold -1.000")):
+        call = _call()
+        call.item["category"] = category
+        ans = judge.answer(score, call)
+        assert rubric.validate(ans.text)["verdict"] == verdict
+        assert json.loads(ans.text)["rationale"] == f"log-odds 0.100 vs {against}"
+    assert judge.identity()["category_thresholds"] == {"values": 0.5}
+    assert "category_thresholds" not in judge_factory(options={"threshold": -1.0}).identity()
+    assert judge.identity() != judge_factory(options={"threshold": -1.0, "category_thresholds": {"values": 0.4}}).identity()
+    # The packaged pair is one rule: an explicit threshold with check = true drops the packaged
+    # values threshold; an explicit table keeps the packaged rest.
+    weights = L.PACKAGED[L.DEFAULT_MODEL]
+    assert judge_factory(options={"check": True, "threshold": 0.2}).category_thresholds == {}
+    own = judge_factory(options={"check": True, "category_thresholds": {"values": 1.0}})
+    assert own.threshold == weights.check_threshold and own.category_thresholds == {"values": 1.0}
+    assert judge_factory().category_thresholds == {}
+    for opts, msg in (({"category_thresholds": 0.5}, "category_thresholds must be a table"),
+                      ({"category_thresholds": {"values": "high"}}, "category_thresholds.values must be a number"),
+                      ({"category_thresholds": {"values": float("inf")}}, "must be a finite number"),
+                      ({"threshold": True}, "threshold must be a finite number")):
+        with pytest.raises(UsageError, match=msg):
+            judge_factory(options=opts)
+
+
+def test_a_calibrated_panel_with_category_thresholds_reaches_the_judge(tmp_path, judge_factory):
+    from memjudge.judges.panel import load_panel
+    from memjudge.stats.thresholds import write_threshold
+
+    panel = tmp_path / "judges.toml"
+    write_threshold(panel, f"local:{L.DEFAULT_MODEL}", -0.7, {"values": 0.3, "family life": -0.1})
+    config = load_panel(panel)[f"local:{L.DEFAULT_MODEL}"]
+    judge = make_judge(f"local:{L.DEFAULT_MODEL}", options=config.options)
+    assert judge.threshold == -0.7 and judge.category_thresholds == {"values": 0.3, "family life": -0.1}
+    assert judge.threshold_for("family life") == -0.1 and judge.threshold_for("work") == -0.7
 
 
 def _model_corpus(tmp_path):
@@ -537,7 +590,7 @@ def test_prompt_options_and_identity(judge_factory):
     assert "premise_check" not in judge_factory().identity()
     checked = judge_factory(options={"check": True})
     assert checked.identity()["premise_check"] == {"version": LP.CHECK_VERSION, "premises": 1, "words": ["Yes", "No"]}
-    assert set(checked.identity()) == set(rubric.identity()) | {"premise_check"}
+    assert set(checked.identity()) == set(rubric.identity()) | {"premise_check", "category_thresholds"}
     assert not premise.check and "premise_check" not in ident  # the premise prompt is read alone
     # ... and asking for the check beside it is an error, not a silent no-op.
     with pytest.raises(UsageError, match=r'check = true needs prompt = "rubric", got prompt = .premise.'):
@@ -738,6 +791,11 @@ def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path,
     expected = calibrate(labels, sample.labels, demo_mod.LOCAL_JUDGE, target=demo_mod.CALIBRATION_TARGET)
     assert info["threshold"] == expected.threshold and info["seed"] == 1004 and info["n"] == len(sample.candidates)
     assert judge.threshold == expected.threshold
+    # The packaged thresholds are named in the demo's note, a category's own beside the rest's.
+    assert info["packaged_category_thresholds"] == {}
+    assert demo_mod._thresholds_text(info) == f"{info['packaged_threshold']:+.2f}"
+    assert demo_mod._thresholds_text({"packaged_threshold": -1.0, "packaged_category_thresholds": {"values": -0.25}}) \
+        == "-1.00 (values -0.25 of their own)"
     assert judge.config.options.get("prompt", "rubric") == demo_mod.LOCAL_OPTIONS.get("prompt", "rubric")
     assert "calibrated on a simulated-gold sample" in lines[0]
     q = demo_mod._local_quality(labels.assign(judge=demo_mod.LOCAL_JUDGE), sample.labels, judge.threshold, info)

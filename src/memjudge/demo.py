@@ -97,10 +97,18 @@ def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say) -
     cal = calibrate(res.labels, sample.labels, LOCAL_JUDGE, target=CALIBRATION_TARGET)
     info = {"threshold": cal.threshold, "target": CALIBRATION_TARGET, "options": LOCAL_OPTIONS, "n": cal.n,
             "n_unsupported": cal.n_unsupported, "personas": CALIBRATION_PERSONAS, "seed": cal_seed,
-            "packaged_threshold": judge.threshold}
+            "packaged_threshold": judge.threshold, "packaged_category_thresholds": judge.category_thresholds}
     say(f"      threshold {cal.threshold:+.2f} calibrated on a simulated-gold sample ({cal.n} candidates of "
-        f"{CALIBRATION_PERSONAS} other personas, seed {cal_seed}, target {CALIBRATION_TARGET}); packaged {judge.threshold:+.2f}")
+        f"{CALIBRATION_PERSONAS} other personas, seed {cal_seed}, target {CALIBRATION_TARGET}); packaged "
+        f"{_thresholds_text(info)}")
     return make_judge(LOCAL_JUDGE, options={**LOCAL_OPTIONS, "threshold": cal.threshold}), info
+
+
+def _thresholds_text(calibration: dict) -> str:
+    """The packaged threshold, with the categories that have one of their own."""
+    own = calibration.get("packaged_category_thresholds") or {}
+    text = f"{calibration['packaged_threshold']:+.2f}"
+    return text + (f" ({', '.join(f'{c} {t:+.2f}' for c, t in own.items())} of their own)" if own else "")
 
 
 def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float, calibration: dict | None = None) -> dict:
@@ -116,7 +124,7 @@ def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float, c
     if calibration:
         note = (f"threshold calibrated by memjudge calibrate (target {calibration['target']}) on a simulated-gold sample of "
                 f"{calibration['n']} candidates of {calibration['personas']} other personas (seed {calibration['seed']}), "
-                f"not on these items; the packaged threshold is {calibration['packaged_threshold']:+.2f}; "
+                f"not on these items; the packaged threshold is {_thresholds_text(calibration)}; "
                 "the in-sample best is optimistic")
     else:
         note = "packaged threshold, calibrated on other data (bench/local_judge.py); the in-sample best is optimistic"

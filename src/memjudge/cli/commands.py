@@ -259,12 +259,15 @@ def cmd_calibrate(args) -> int:
     from memjudge.formats import dumps
     from memjudge.stats.thresholds import calibrate
 
-    cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel)
+    cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel, own=args.own_threshold)
     if args.json:
         print(dumps(cal.as_dict(), indent=2))
     else:
-        print(f"{cal.judge}: threshold {cal.threshold:+.4f} on judge_score ({cal.target} {cal.target_value:.3f}; "
+        rest = " (the other categories)" if cal.category_thresholds else ""
+        print(f"{cal.judge}: threshold {cal.threshold:+.4f}{rest} on judge_score ({cal.target} {cal.target_value:.3f}; "
               f"{cal.n} items, {cal.n_supported} supported, {cal.n_unsupported} unsupported)")
+        for c, t in cal.category_thresholds.items():
+            print(f"  category {c}: threshold {t:+.4f} of its own")
         print(f"  balanced accuracy {cal.balanced_accuracy:.3f}, accuracy {cal.accuracy:.3f}, AUC {cal.auc:.3f} "
               "(in-sample: report quality on other data)")
         print(f"  written to {cal.panel}: use it with --judges-file {cal.panel}")

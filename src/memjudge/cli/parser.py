@@ -237,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     cb.add_argument("--target", default=registry.DEFAULT_CALIBRATION_TARGET,
                     help=f"what the threshold maximises: {_targets_help()}")
     cb.add_argument("--panel", default="judges.toml", help="judge panel file to write the threshold into")
+    cb.add_argument("--own-threshold", action="append", default=[], metavar="CATEGORY",
+                    help="give this category a threshold of its own, chosen on its items (repeatable; "
+                         "the plain threshold is then chosen on the other categories)")
     cb.add_argument("--json", action="store_true", help="print the result as JSON")
     cb.set_defaults(func=cmd_calibrate)
 

@@ -3,7 +3,9 @@
 A scoring judge (the embedded `local:` judge gives log-odds) says "supported" when its score
 is at least a threshold. `calibrate` picks the threshold that maximises a target measure on
 labelled data and writes it into a judge panel file (`[judge.options] threshold = ...`), which
-`memjudge score --judges-file` then uses. Measures are pure functions of arrays.
+`memjudge score --judges-file` then uses. Named categories may get thresholds of their own
+(`own=("values",)`, written as `category_thresholds`), each chosen on that category's items and
+the plain threshold on the rest. Measures are pure functions of arrays.
 
 Positive class throughout: "supported" (gold verdict), predicted when score >= threshold.
 """
@@ -11,7 +13,7 @@ Positive class throughout: "supported" (gold verdict), predicted when score >= t
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +135,17 @@ class Calibration:
     accuracy: float
     auc: float
     panel: str | None = None
+    # Categories with a threshold of their own; `threshold` is then the rest's. The figures
+    # above are those of the whole rule (each item against its category's threshold).
+    category_thresholds: dict[str, float] = field(default_factory=dict)
+
+    def threshold_of(self, categories) -> np.ndarray:
+        """Each item's threshold under this calibration, from its category."""
+        cats = np.asarray(categories, dtype=object)
+        out = np.full(cats.shape, self.threshold, dtype=float)
+        for c, t in self.category_thresholds.items():
+            out[cats == c] = t
+        return out
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -155,20 +168,47 @@ def join_gold(labels: pd.DataFrame, gold: pd.DataFrame, judge: str, replicate: i
     return sel.merge(g, on="assertion_id", how="inner")
 
 
-def calibrate_scores(scores, gold_supported, judge: str = "", target: str = "balanced_accuracy") -> Calibration:
+def calibrate_scores(scores, gold_supported, judge: str = "", target: str = "balanced_accuracy", *,
+                     categories=None, own=()) -> Calibration:
+    """The threshold maximising `target`; with `own` (category names, `categories` one per item),
+    each of those categories gets the threshold maximising it on its own items and `threshold`
+    is chosen on the other items. Figures are the whole rule's."""
     s = np.asarray(scores, dtype=float)
     y = np.asarray(gold_supported, dtype=bool)
-    t, value = best_threshold(s, y, target)
+    own = list(dict.fromkeys(own))
+    per: dict[str, float] = {}
+    if not own:
+        t, value = best_threshold(s, y, target)
+        shifted, cut = s, t
+    else:
+        if categories is None:
+            raise UsageError("thresholds per category need the items' categories")
+        cats = np.asarray(categories, dtype=object)
+        for c in own:
+            per[c] = _group_threshold(s, y, cats == c, f"category {c!r}", target)
+        t = _group_threshold(s, y, ~np.isin(cats, own), f"the categories other than {', '.join(own)}", target)
+        cal = Calibration(judge, target, t, math.nan, 0, 0, 0, math.nan, math.nan, math.nan, category_thresholds=per)
+        shifted, cut = s - cal.threshold_of(cats), 0.0
+        value = float(_target_values(target, *_rates_at(shifted, y, np.array([cut])))[0])
     return Calibration(
         judge=judge, target=target, threshold=t, target_value=value, n=int(s.size),
         n_supported=int(y.sum()), n_unsupported=int((~y).sum()),
-        balanced_accuracy=balanced_accuracy(s, y, t), accuracy=accuracy(s, y, t), auc=auc(s, y),
+        balanced_accuracy=balanced_accuracy(shifted, y, cut), accuracy=accuracy(shifted, y, cut), auc=auc(shifted, y),
+        category_thresholds=per,
     )
 
 
-def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel=None) -> Calibration:
+def _group_threshold(s: np.ndarray, y: np.ndarray, mask: np.ndarray, name: str, target: str) -> float:
+    if not (y[mask].any() and (~y[mask]).any()):
+        have = "no items" if not mask.any() else f"{int(y[mask].sum())} supported, {int((~y[mask]).sum())} unsupported"
+        raise UsageError(f"{name} needs gold labels of both classes for a threshold of its own ({have})")
+    return best_threshold(s[mask], y[mask], target)[0]
+
+
+def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel=None, own=()) -> Calibration:
     """Pick `judge`'s threshold on labels (paths or a DataFrame) against gold (path or DataFrame);
-    when `panel` is given, write the threshold into that judges.toml."""
+    `own`: categories that get a threshold of their own (chosen on their items; the threshold
+    on the rest). When `panel` is given, write the thresholds into that judges.toml."""
     from memjudge.formats import read_gold, read_labels
 
     if target not in TARGETS:
@@ -178,9 +218,12 @@ def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel
     joined = join_gold(labels_df, gold_df, judge)
     if joined.empty:
         raise UsageError(f"no assertion of judge {judge!r} has both a judge_score and a gold verdict")
-    cal = calibrate_scores(joined["judge_score"].astype(float), joined["gold"] == "supported", judge, target)
+    if own and "category" not in joined.columns:
+        raise UsageError("the labels have no category column: thresholds per category need it")
+    cal = calibrate_scores(joined["judge_score"].astype(float), joined["gold"] == "supported", judge, target,
+                           categories=joined["category"] if own else None, own=own)
     if panel is not None:
-        write_threshold(panel, judge, cal.threshold)
+        write_threshold(panel, judge, cal.threshold, cal.category_thresholds)
         cal.panel = str(panel)
     return cal
 
@@ -229,9 +272,10 @@ def dump_panel(tables: list[dict]) -> str:
     return "\n".join(out)
 
 
-def write_threshold(panel, spec: str, threshold: float) -> None:
-    """Create the panel or update its `[[judge]]` for `spec` with options.threshold, keeping every
-    other judge and setting. The result is re-read with the panel loader before replacing the file."""
+def write_threshold(panel, spec: str, threshold: float, category_thresholds: dict[str, float] | None = None) -> None:
+    """Create the panel or update its `[[judge]]` for `spec` with options.threshold (and
+    options.category_thresholds, replaced or removed: a calibration decides them all), keeping
+    every other judge and setting. The result is re-read with the panel loader before replacing the file."""
     from memjudge._util.files import write_atomic
     from memjudge.formats import read_toml
     from memjudge.judges.panel import load_panel
@@ -241,12 +285,17 @@ def write_threshold(panel, spec: str, threshold: float) -> None:
     if path.exists():
         load_panel(path)  # a broken panel is reported, never overwritten
         tables = read_toml(path).get("judge", [])
+    new: dict[str, float | dict[str, float]] = {"threshold": float(threshold)}
+    if category_thresholds:
+        new["category_thresholds"] = {str(c): float(t) for c, t in category_thresholds.items()}
     for table in tables:
         if table.get("spec") == spec:
-            table.setdefault("options", {})["threshold"] = float(threshold)
+            options = table.setdefault("options", {})
+            options.pop("category_thresholds", None)
+            options.update(new)
             break
     else:
-        tables.append({"spec": spec, "options": {"threshold": float(threshold)}})
+        tables.append({"spec": spec, "options": new})
     text = dump_panel(tables)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:  # re-read before it replaces the panel: a failed check leaves the old file
