@@ -15,6 +15,7 @@ import pytest
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import JudgeCall, make_judge
 from memjudge.judges import local as L
+from memjudge.judges import local_weights as W
 from memjudge.judges.base import Prompt
 
 # ---------------------------------------------------------------------------------------
@@ -35,17 +36,17 @@ def fake_weights(tmp_path, monkeypatch):
         mod = types.ModuleType(f"fake_memjudge_part{i}")
         mod.get_part_path = lambda p=part: str(p)
         monkeypatch.setitem(sys.modules, mod.__name__, mod)
-    weights = L.PackagedWeights(
+    weights = W.PackagedWeights(
         name="fake", filename="fake.gguf", packages=tuple(f"fake_memjudge_part{i}" for i in (1, 2, 3)),
         size=len(whole), sha256=hashlib.sha256(whole).hexdigest(), threshold=0.0, provenance="test",
     )
-    monkeypatch.setitem(L.PACKAGED, "fake", weights)
+    monkeypatch.setitem(W.PACKAGED, "fake", weights)
     return weights, whole, tmp_path / "pkgs"
 
 
 def test_assembles_parts_in_order_and_verifies(fake_weights, tmp_path):
     weights, whole, _ = fake_weights
-    path = L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+    path = W.packaged_model_path("fake", cache_dir=tmp_path / "cache")
     assert path == tmp_path / "cache" / "models" / "fake.gguf"
     assert path.read_bytes() == whole
     marker = json.loads((path.parent / "fake.gguf.verified.json").read_text())
@@ -57,37 +58,37 @@ def test_corrupted_parts_are_rejected_and_leave_nothing(fake_weights, tmp_path):
     _, _, pkgs = fake_weights
     (pkgs / "part02.bin").write_bytes(b"middle" * 499 + b"MIDDLE")  # same size, different bytes
     with pytest.raises(MemjudgeError, match="sha256"):
-        L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+        W.packaged_model_path("fake", cache_dir=tmp_path / "cache")
     assert list((tmp_path / "cache" / "models").iterdir()) == []
 
 
 def test_changed_cached_file_is_detected_and_rebuilt(fake_weights, tmp_path):
     weights, whole, _ = fake_weights
-    path = L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+    path = W.packaged_model_path("fake", cache_dir=tmp_path / "cache")
     damaged = bytearray(whole)
     damaged[100] ^= 0xFF
     path.write_bytes(bytes(damaged))  # same size, new mtime: the marker no longer matches
     with pytest.raises(MemjudgeError, match="sha256"):
-        L.verify_file(path, weights.size, weights.sha256)
+        W.verify_file(path, weights.size, weights.sha256)
     assert not (path.parent / "fake.gguf.verified.json").exists()
-    assert L.packaged_model_path("fake", cache_dir=tmp_path / "cache").read_bytes() == whole
+    assert W.packaged_model_path("fake", cache_dir=tmp_path / "cache").read_bytes() == whole
     with open(path, "ab") as f:
         f.write(b"x")
     with pytest.raises(MemjudgeError, match="bytes"):
-        L.verify_file(path, weights.size, weights.sha256)
+        W.verify_file(path, weights.size, weights.sha256)
 
 
 def test_verified_marker_skips_rehash(fake_weights, tmp_path, monkeypatch):
     weights, _, _ = fake_weights
-    path = L.packaged_model_path("fake", cache_dir=tmp_path / "cache")
-    monkeypatch.setattr(L, "sha256_file", lambda p: pytest.fail("hashed again despite a valid marker"))
-    L.verify_file(path, weights.size, weights.sha256)
+    path = W.packaged_model_path("fake", cache_dir=tmp_path / "cache")
+    monkeypatch.setattr(W, "sha256_file", lambda p: pytest.fail("hashed again despite a valid marker"))
+    W.verify_file(path, weights.size, weights.sha256)
 
 
 def test_missing_weights_is_a_one_line_usage_error(monkeypatch):
-    weights = L.PackagedWeights(name="absent", filename="absent.gguf", packages=("memjudge_no_such_part1",),
+    weights = W.PackagedWeights(name="absent", filename="absent.gguf", packages=("memjudge_no_such_part1",),
                                 size=1, sha256="0" * 64, threshold=0.0, provenance="test")
-    monkeypatch.setitem(L.PACKAGED, "absent", weights)
+    monkeypatch.setitem(W.PACKAGED, "absent", weights)
     if importlib.util.find_spec("llama_cpp") is None:
         with pytest.raises(UsageError, match=r'pip install "memjudge\[local\]"'):
             make_judge("local:absent")
