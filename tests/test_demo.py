@@ -105,10 +105,14 @@ def _model_installed() -> bool:
 
 
 @pytest.mark.model
+@pytest.mark.timeout(3600)  # two demo runs; see the CLI limit below
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
 def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
     out = tmp_path / "demo"
-    r = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")})
+    # About 8 minutes on two idle cores (the premise check doubles the scoring); the limit only
+    # catches a hang, so it is generous for a shared machine.
+    r = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")},
+            timeout=3000)
     assert r.returncode == 0, r.stderr
     # Absolute paths of both documents, the last lines printed.
     assert r.stdout.strip().splitlines()[-2:] == [f"report: {(out / 'report.md').resolve()}", f"        {(out / 'report.html').resolve()}"]
@@ -122,7 +126,8 @@ def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
     quality = json.loads((out / "local_judge.json").read_text())
     assert quality["n"] == local["assertion_id"].nunique()
     # A rerun asks the model nothing and says so.
-    again = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")})
+    again = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")},
+                timeout=3000)
     assert again.returncode == 0, again.stderr
     assert f"all {2 * local['assertion_id'].nunique()} answers from the cache" in again.stdout
     est = json.loads((out / "estimate.json").read_text())
