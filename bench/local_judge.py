@@ -47,6 +47,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from memjudge.errors import UsageError  # noqa: E402
 from memjudge.judges.base import Prompt  # noqa: E402
 from memjudge.judges.local import (  # noqa: E402
     DEFAULT_MODEL,
@@ -56,7 +57,13 @@ from memjudge.judges.local import (  # noqa: E402
     packaged_model_path,
     source_head,
 )
-from memjudge.stats.thresholds import auc, balanced_accuracy, best_threshold, calibrate_scores  # noqa: E402
+from memjudge.stats.thresholds import (  # noqa: E402
+    auc,
+    balanced_accuracy,
+    best_threshold,
+    calibrate_scores,
+    thresholds_of,
+)
 
 SHARED = Path(os.environ.get("MEMJUDGE_SHARED_DATA", ROOT.parent / "shared" / "data"))
 RESULTS = ROOT / "bench" / "results"
@@ -506,8 +513,7 @@ def against(df: pd.DataFrame, threshold: float, own: dict[str, float]) -> tuple[
     rule's ranking); otherwise the scores as they are, cut at `threshold`."""
     if not own:
         return df, threshold
-    shift = df["category"].map(own).fillna(threshold).astype(float)
-    return df.assign(judge_score=df["judge_score"] - shift), 0.0
+    return df.assign(judge_score=df["judge_score"] - thresholds_of(df["category"], threshold, own)), 0.0
 
 
 def domain_threshold(variant: str) -> float | None:
@@ -583,16 +589,29 @@ def cmd_quality(args) -> None:
                 print(f"  {name}: {len(part)} items, best threshold {t:+.2f} (balanced accuracy {ba:.3f}; "
                       f"at the pooled threshold {balanced_accuracy(part['judge_score'], y, cal.threshold):.3f})")
 
-    if own and have("dev", variant):
+    # Values with a threshold of their own, chosen on dev as `memjudge calibrate --own-threshold
+    # values` picks them: the packaged pair of the judge with the check; for the other variants
+    # measured beside the one threshold, not shipped.
+    per_category = []
+    if have("dev", variant):
         dev = load_scores("dev", variant)
-        cal = calibrate_scores(dev["judge_score"], dev["gold"] == "supported", DEFAULT_MODEL,
-                               categories=dev["category"], own=list(own))
-        print(f"calibration on dev ({len(dev)} items), own thresholds for {', '.join(own)}: threshold {cal.threshold:+.3f}"
-              + "".join(f", {c} {t:+.3f}" for c, t in cal.category_thresholds.items())
-              + f" (balanced accuracy {cal.balanced_accuracy:.3f}, AUC of the rule {cal.auc:.3f}); these are packaged")
+        try:
+            cal = calibrate_scores(dev["judge_score"], dev["gold"] == "supported", DEFAULT_MODEL,
+                                   categories=dev["category"], own=["values"])
+        except UsageError as e:
+            print(f"calibration on dev with values of their own: {e}")
+        else:
+            shipped = (set(own) == {"values"} and abs(cal.threshold - packaged) < 0.005
+                       and abs(cal.category_thresholds["values"] - own["values"]) < 0.005)
+            print(f"calibration on dev ({len(dev)} items), values of their own: threshold {cal.threshold:+.3f}, "
+                  f"values {cal.category_thresholds['values']:+.3f} (balanced accuracy {cal.balanced_accuracy:.3f}, "
+                  f"AUC of the rule {cal.auc:.3f}); {'these are packaged' if shipped else 'measured, not shipped'}")
+            if not shipped:
+                per_category = [("per-category (dev)", cal.threshold, cal.category_thresholds)]
 
     # 3. Quality per domain, at the packaged threshold and at the conversational one; per kind.
-    thresholds = [("packaged", packaged, own)] + ([("conversational", conv, {})] if conv is not None else [])
+    thresholds = ([("packaged", packaged, own)] + ([("conversational", conv, {})] if conv is not None else [])
+                  + per_category)
     for label, t, cats in thresholds:
         rows, krows = [], []
         for d in DATASET_NOTES:
@@ -608,28 +627,6 @@ def cmd_quality(args) -> None:
         if krows:
             print(f"\nper unsupported kind at the {named} (AUC of the supported items against that kind alone):")
             print(table(krows))
-    # Per-category thresholds (values vs facts), both chosen on dev: measured beside the one
-    # threshold, not shipped. Scores are shifted by their category's threshold and cut at 0.
-    if have("dev", variant):
-        dev = load_scores("dev", variant)
-        cat_t = {}
-        for name, part in (("values", dev[dev["category"] == "values"]), ("facts", dev[dev["category"] != "values"])):
-            y = part["gold"] == "supported"
-            if y.any() and (~y).any():
-                cat_t[name] = best_threshold(part["judge_score"], y)[0]
-        if len(cat_t) == 2:
-            rows = []
-            for d in DATASET_NOTES:
-                if d in CORPORA and have(d, variant):
-                    df = load_scores(d, variant)
-                    shift = np.where(df["category"] == "values", cat_t["values"], cat_t["facts"])
-                    rows.append(quality_row(d, df.assign(judge_score=df["judge_score"] - shift), 0.0))
-            shipped = "the packaged pair" if own and np.allclose([cat_t["values"], cat_t["facts"]],
-                                                                 [own.get("values", np.nan), packaged], atol=0.005) \
-                else "measured, not shipped"
-            print(f"\nper-category thresholds from dev (values {cat_t['values']:+.2f}, facts {cat_t['facts']:+.2f}; "
-                  f"AUC of the shifted scores; {shipped}):")
-            print(table(rows))
     if have("sales", variant):
         sales, cut = against(load_scores("sales", variant), packaged, own)
         ba = 100 * balanced_accuracy(sales["judge_score"], sales["gold"] == "supported", cut)

@@ -122,6 +122,15 @@ def best_threshold(scores, positive, target: str = "balanced_accuracy") -> tuple
 # the API
 
 
+def thresholds_of(categories, threshold: float, own: dict[str, float]) -> np.ndarray:
+    """Each item's threshold from its category: `own[category]`, else `threshold`."""
+    cats = np.asarray(categories, dtype=object)
+    out = np.full(cats.shape, threshold, dtype=float)
+    for c, t in own.items():
+        out[cats == c] = t
+    return out
+
+
 @dataclass
 class Calibration:
     judge: str
@@ -141,11 +150,7 @@ class Calibration:
 
     def threshold_of(self, categories) -> np.ndarray:
         """Each item's threshold under this calibration, from its category."""
-        cats = np.asarray(categories, dtype=object)
-        out = np.full(cats.shape, self.threshold, dtype=float)
-        for c, t in self.category_thresholds.items():
-            out[cats == c] = t
-        return out
+        return thresholds_of(categories, self.threshold, self.category_thresholds)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -187,8 +192,7 @@ def calibrate_scores(scores, gold_supported, judge: str = "", target: str = "bal
         for c in own:
             per[c] = _group_threshold(s, y, cats == c, f"category {c!r}", target)
         t = _group_threshold(s, y, ~np.isin(cats, own), f"the categories other than {', '.join(own)}", target)
-        cal = Calibration(judge, target, t, math.nan, 0, 0, 0, math.nan, math.nan, math.nan, category_thresholds=per)
-        shifted, cut = s - cal.threshold_of(cats), 0.0
+        shifted, cut = s - thresholds_of(cats, t, per), 0.0
         value = float(_target_values(target, *_rates_at(shifted, y, np.array([cut])))[0])
     return Calibration(
         judge=judge, target=target, threshold=t, target_value=value, n=int(s.size),
