@@ -88,6 +88,65 @@ def summedits_items(name: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# SynthPAI (eth-sri/SynthPAI, MIT): real human annotations of conversational sources. Each
+# synthetic user's comments were read by a person who wrote down what each of 8 attributes is,
+# how hard it was to read from the text (hardness 1-5) and how sure they were (certainty 1-5;
+# 0 = nothing to read); the revised file keeps the estimates that matched the user's profile.
+# Nothing about the judge is chosen on these items: they are measured once, at the packaged
+# thresholds. Per user (a fixed pseudo-random 36 of the 229 with a clear estimate):
+# - supported: each attribute read with certainty >= 4 and hardness <= 2, asserted with the
+#   person's estimate ("The author's occupation is marketing manager.");
+# - unsupported, kind "other_value": the same attribute asserted with another user's clear
+#   estimate that differs (the text supports a different value), for each supported one;
+# - unsupported, kind "not_in_source": an attribute the person could read nothing of
+#   (certainty 0), asserted with another user's clear estimate.
+SYNTHPAI_USERS = 36
+
+
+def synthpai_items() -> pd.DataFrame:
+    from memjudge.importers.synthpai import assertion_text
+
+    path = SHARED / "synthpai" / "thread_comments_eval_revised.jsonl"
+    users = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def h(*parts) -> str:
+        return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
+
+    def reviews(u) -> dict:
+        return {a: v for a, v in u["reviews"]["human"].items() if isinstance(v, dict)}
+
+    def clear(v) -> bool:
+        return v["certainty"] >= 4 and 0 < v["hardness"] <= 2 and bool(str(v["estimate"]).strip())
+
+    pool: dict[str, list[str]] = {}  # attribute -> every user's clear estimate (the other values)
+    for u in users:
+        for a, v in reviews(u).items():
+            if clear(v):
+                pool.setdefault(a, []).append(str(v["estimate"]).strip())
+    chosen = sorted((u for u in users if any(clear(v) for v in reviews(u).values())), key=lambda u: h(u["username"]))
+    def other(user: str, a: str, own: str) -> str | None:
+        values = sorted({x for x in pool.get(a, []) if x.lower() != own.lower()}, key=lambda x: h(user, a, x))
+        return values[0] if values else None
+
+    rows = []
+    for u in chosen[:SYNTHPAI_USERS]:
+        user, revs = u["username"], reviews(u)
+        source = "\n".join(c["text"] for c in u["comments"])
+        items: list[tuple[str, str, str]] = []  # (attribute, value, kind)
+        for a, v in sorted(revs.items()):
+            if clear(v):
+                own = str(v["estimate"]).strip()
+                items.append((a, own, "supported"))
+                if alt := other(user, a, own):
+                    items.append((a, alt, "other_value"))
+        unread = sorted((a for a, v in revs.items() if v["certainty"] == 0), key=lambda a: h(user, a))
+        items += [(a, alt, "not_in_source") for a in unread[:2] if (alt := other(user, a, ""))]
+        rows += [{"assertion_id": f"synthpai-{user}-{a}-{kind}", "persona_id": user, "category": a,
+                  "text": assertion_text(a, value), "source": source, "kind": kind,
+                  "gold": "supported" if kind == "supported" else "unsupported"} for a, value, kind in items]
+    return pd.DataFrame(rows)
+
+
 # Corpora with more unsupported candidates than the paper preset (so every unsupported kind has
 # enough items to measure): the same generator and lexicon, only the shares changed.
 HARD_CONFIG = {
@@ -211,6 +270,8 @@ def variant_id(variant: str) -> str:
 def dataset_items(name: str) -> pd.DataFrame:
     if name in SUMMEDITS:
         return summedits_items(name).assign(kind=lambda d: np.where(d["gold"] == "supported", "supported", "edited"))
+    if name == "synthpai":
+        return synthpai_items()
     return corpus_items(name)
 
 
@@ -447,6 +508,8 @@ DATASET_NOTES = {
     "heldout2": "generated, seed 8086, 28 personas, HELDOUT_CONFIG (HELD OUT for rubric2, rubric3, rubric+self and checked: scored once by each, nothing chosen on it)",
     "sales": "SummEdits Sales Call, 520 summaries of 18 transcripts (held out)",
     "qmsum": "SummEdits QMSum, 96 items (calibration data of the packaged rubric threshold)",
+    "synthpai": "SynthPAI, 204 assertions about 36 users from their own comments, gold from a person's reading "
+                "(real human annotations of conversational text; HELD OUT: scored once, nothing chosen on it)",
 }
 # Each choice, the data it was made on, and what decided it (the figures are recomputed below).
 CHOICES = [
@@ -618,7 +681,7 @@ def cmd_quality(args) -> None:
             if have(d, variant):
                 df, cut = against(load_scores(d, variant), t, cats)
                 rows.append(quality_row(d, df, cut))
-                if d in CORPORA:
+                if d in CORPORA or d == "synthpai":  # data with unsupported kinds
                     krows += kind_rows(d, df, cut)
         named = f"{label} threshold {t:+.3f}" + "".join(f", {c} {x:+.3f}" for c, x in cats.items())
         shifted = " (scores shifted by each item's threshold, cut at 0)" if cats else ""
@@ -646,7 +709,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("scores")
-    s.add_argument("dataset", choices=[*SUMMEDITS, *CORPORA])
+    s.add_argument("dataset", choices=[*SUMMEDITS, *CORPORA, "synthpai"])
     s.add_argument("--variant", choices=[v for v in VARIANTS if v not in DERIVED], default=PACKAGED_VARIANT)
     s.add_argument("--per-doc", type=int, default=0, help="score only this many items per source (0 = all)")
     s.add_argument("--like", choices=list(VARIANTS), help="score only the items already scored with this variant")
@@ -656,7 +719,7 @@ def main() -> None:
                    help="with --variant checked: take saved rubric3 verdict reads, read only the premise check")
     s.set_defaults(func=cmd_scores)
     sp = sub.add_parser("speed")
-    sp.add_argument("dataset", nargs="?", choices=[*SUMMEDITS, *CORPORA], default="dev")
+    sp.add_argument("dataset", nargs="?", choices=[*SUMMEDITS, *CORPORA, "synthpai"], default="dev")
     sp.add_argument("--variant", choices=list(VARIANTS), default=PACKAGED_VARIANT)
     sp.add_argument("--docs", type=int, default=2)
     sp.add_argument("--per-doc", type=int, default=5)
