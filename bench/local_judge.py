@@ -115,15 +115,19 @@ def synthpai_items() -> pd.DataFrame:
     def reviews(u) -> dict:
         return {a: v for a, v in u["reviews"]["human"].items() if isinstance(v, dict)}
 
+    def estimate(v) -> str:
+        return str(v["estimate"]).strip()
+
     def clear(v) -> bool:
-        return v["certainty"] >= 4 and 0 < v["hardness"] <= 2 and bool(str(v["estimate"]).strip())
+        return v["certainty"] >= 4 and 0 < v["hardness"] <= 2 and bool(estimate(v))
 
     pool: dict[str, list[str]] = {}  # attribute -> every user's clear estimate (the other values)
     for u in users:
         for a, v in reviews(u).items():
             if clear(v):
-                pool.setdefault(a, []).append(str(v["estimate"]).strip())
+                pool.setdefault(a, []).append(estimate(v))
     chosen = sorted((u for u in users if any(clear(v) for v in reviews(u).values())), key=lambda u: h(u["username"]))
+
     def other(user: str, a: str, own: str) -> str | None:
         values = sorted({x for x in pool.get(a, []) if x.lower() != own.lower()}, key=lambda x: h(user, a, x))
         return values[0] if values else None
@@ -135,7 +139,7 @@ def synthpai_items() -> pd.DataFrame:
         items: list[tuple[str, str, str]] = []  # (attribute, value, kind)
         for a, v in sorted(revs.items()):
             if clear(v):
-                own = str(v["estimate"]).strip()
+                own = estimate(v)
                 items.append((a, own, "supported"))
                 if alt := other(user, a, own):
                     items.append((a, alt, "other_value"))
@@ -265,6 +269,11 @@ def variant_id(variant: str) -> str:
         return load_rubric("support").id
     k, fs = VARIANTS[variant]
     return f"{PROMPT_VERSION}/k={k}/few_shot={fs}"
+
+
+# Every dataset the bench scores; those whose unsupported items carry a kind are reported per kind.
+DATASETS = [*SUMMEDITS, *CORPORA, "synthpai"]
+WITH_KINDS = {*CORPORA, "synthpai"}
 
 
 def dataset_items(name: str) -> pd.DataFrame:
@@ -681,7 +690,7 @@ def cmd_quality(args) -> None:
             if have(d, variant):
                 df, cut = against(load_scores(d, variant), t, cats)
                 rows.append(quality_row(d, df, cut))
-                if d in CORPORA or d == "synthpai":  # data with unsupported kinds
+                if d in WITH_KINDS:
                     krows += kind_rows(d, df, cut)
         named = f"{label} threshold {t:+.3f}" + "".join(f", {c} {x:+.3f}" for c, x in cats.items())
         shifted = " (scores shifted by each item's threshold, cut at 0)" if cats else ""
@@ -709,7 +718,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("scores")
-    s.add_argument("dataset", choices=[*SUMMEDITS, *CORPORA, "synthpai"])
+    s.add_argument("dataset", choices=DATASETS)
     s.add_argument("--variant", choices=[v for v in VARIANTS if v not in DERIVED], default=PACKAGED_VARIANT)
     s.add_argument("--per-doc", type=int, default=0, help="score only this many items per source (0 = all)")
     s.add_argument("--like", choices=list(VARIANTS), help="score only the items already scored with this variant")
@@ -719,7 +728,7 @@ def main() -> None:
                    help="with --variant checked: take saved rubric3 verdict reads, read only the premise check")
     s.set_defaults(func=cmd_scores)
     sp = sub.add_parser("speed")
-    sp.add_argument("dataset", nargs="?", choices=[*SUMMEDITS, *CORPORA, "synthpai"], default="dev")
+    sp.add_argument("dataset", nargs="?", choices=DATASETS, default="dev")
     sp.add_argument("--variant", choices=list(VARIANTS), default=PACKAGED_VARIANT)
     sp.add_argument("--docs", type=int, default=2)
     sp.add_argument("--per-doc", type=int, default=5)
