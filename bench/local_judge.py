@@ -23,11 +23,12 @@ fixed; `pilot2027` is an earlier held-out sample that was looked at, so it is ne
 SummEdits (`sales` held out, `qmsum`). Scores are computed once and saved under bench/results/
 (with the prompt id, the weights' hash, wall and CPU seconds, threads and load per item), so
 calibration experiments never re-run the model; `--shard i/n` splits a set by source across n
-processes (BENCH_THREADS=1 each: on a crowded machine one thread per process waits least), and
-`quality` reads the shards back together. Quality is printed at the packaged threshold and at the
-conversational one (`memjudge calibrate` on dev: a per-domain choice), per domain and per
-unsupported kind, beside the published SummEdits balanced accuracies
-(../shared/data/summedits/README.md).
+processes (BENCH_THREADS=1 each: on a machine crowded by other jobs one thread per process waited
+least; on idle cores one 2-thread process is far faster: two 1-thread shards once ran at about 5
+tokens/s each against 35 for one process), and `quality` reads the shards back together.
+Quality is printed at the packaged threshold and at the conversational one (`memjudge calibrate`
+on dev: a per-domain choice), per domain and per unsupported kind, beside the published SummEdits
+balanced accuracies (../shared/data/summedits/README.md).
 """
 
 from __future__ import annotations
