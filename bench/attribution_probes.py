@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import local_judge as lj  # noqa: E402
@@ -78,7 +77,7 @@ def cmd_scores(_args) -> None:
                     continue
                 source = third_person(row["source"]) if read == "third" else row["source"]
                 assertion = swapped(row["text"]) if read == "swap" else row["text"]
-                prompt = rubric.render_support(source=source, assertion=assertion, category=row["category"])
+                prompt = lj.render(rubric, {**row, "source": source, "text": assertion})
                 log_odds = model.score(prompt, source=source, assertion=assertion).log_odds
                 out.write(json.dumps({"read": read, "assertion_id": row["assertion_id"], "kind": row["kind"],
                                       "gold": row["gold"], "log_odds": log_odds}) + "\n")
@@ -90,23 +89,19 @@ def cmd_report(_args) -> None:
                                                  values="log_odds").dropna().reset_index()
     verdicts = lj.load_scores("dev", "rubric3")[["assertion_id", "judge_score"]]
     df = probes.merge(verdicts, on="assertion_id")
-    y = (df["gold"] == "supported").to_numpy()
     reads = {"verdict (rubric3, as saved)": df["judge_score"],
              "swap alone, negated": -df["swap"],
              "verdict - swap": df["judge_score"] - df["swap"],
              "verdict - max(0, swap - verdict)": df["judge_score"] - np.maximum(0, df["swap"] - df["judge_score"]),
              "third (rewritten source)": df["third"]}
-    kinds = [k for k in sorted(df["kind"].unique()) if k != "supported"]
     print(f"dev (seed 11), first {PER_KIND} items per kind: {len(df)} items; AUC against gold, pooled and per "
           "unsupported kind (vs the supported items)")
     rows = []
     for name, s in reads.items():
-        row = {"read": name, "all": roc_auc_score(y, s)}
-        for k in kinds:
-            m = df["kind"].isin(["supported", k]).to_numpy()
-            row[k] = roc_auc_score(y[m], s[m])
-        rows.append(row)
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        read = df.assign(judge_score=s)
+        per_kind = {r["kind"]: r["AUC vs supported"] for r in lj.kind_rows("dev", read, 0.0) if r["kind"] != "supported"}
+        rows.append({"read": name, "all": lj.auc(s, read["gold"] == "supported"), **per_kind})
+    print(lj.table(rows))
     print("\nmean log-odds per kind:")
     print(df.groupby("kind")[["judge_score", "swap", "third"]].mean().to_string(float_format=lambda v: f"{v:+.3f}"))
 
