@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -36,8 +37,18 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def run_cli(*args: str, env: dict | None = None, cwd=None, timeout: float = 600):
-    """Run `python -m memjudge ARGS` in a subprocess; returns CompletedProcess (text)."""
+# MEMJUDGE_TEST_FRESH_CLI=1: every run_cli in a new interpreter, as before the forkserver (to
+# rule it out when a CLI test behaves oddly, or to measure what it saves).
+FRESH_CLI = bool(os.environ.get("MEMJUDGE_TEST_FRESH_CLI"))
+
+
+def run_cli(*args: str, env: dict | None = None, cwd=None, timeout: float = 600, fresh: bool = False):
+    """Run `python -m memjudge ARGS`; returns CompletedProcess (text).
+
+    The command runs in a child of a warm forkserver (tests/cli_runner.py: its own process,
+    environment, folder and exit status, without re-importing pandas each time). `fresh=True`,
+    or an env that sets a PYTHON* variable, runs a new interpreter instead: for what start-up
+    itself does."""
     import subprocess
 
     full_env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_ENV}
@@ -46,10 +57,48 @@ def run_cli(*args: str, env: dict | None = None, cwd=None, timeout: float = 600)
     full_env["MEMJUDGE_NO_DOTENV"] = "1"
     full_env.update(env or {})
     full_env = {k: v for k, v in full_env.items() if v is not None}  # env={"X": None} unsets X
-    return subprocess.run(
-        [sys.executable, "-m", "memjudge", *map(str, args)],
-        capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout,
-    )
+    argv = [sys.executable, "-m", "memjudge", *map(str, args)]
+    if fresh or FRESH_CLI or any(k.startswith("PYTHON") and k != "PYTHONPATH" for k in env or {}):
+        return subprocess.run(argv, capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout)
+    return _forked(argv, full_env, cwd, timeout)
+
+
+def _forked(argv: list[str], env: dict, cwd, timeout: float):
+    import subprocess
+    import tempfile
+
+    import cli_runner
+
+    with tempfile.TemporaryDirectory(prefix="memjudge-cli-") as tmp:
+        out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        p = forkserver().Process(target=cli_runner.run, args=(argv[3:], env, None if cwd is None else str(cwd), out, err))
+        p.start()
+        p.join(timeout)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+            raise subprocess.TimeoutExpired(argv, timeout)
+        return subprocess.CompletedProcess(argv, p.exitcode, _text(out), _text(err))
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:  # the child died before the command began (its error is in the test's output)
+        return ""
+
+
+def forkserver():
+    """The multiprocessing context whose server has cli_runner.PRELOAD imported (one per test
+    process; the kill loop of test_engine.py forks its children from it too)."""
+    import multiprocessing
+
+    import cli_runner
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(cli_runner.PRELOAD)
+    return ctx
 
 
 @pytest.fixture
@@ -64,3 +113,131 @@ def fake_server():
 
     with FakeServer() as server:
         yield server
+
+
+# ---------------------------------------------------------------------------------------
+# organisation of the suite under pytest-xdist (tests/README.md)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Every `model` test joins the xdist group "model": with `--dist loadgroup` (pyproject's
+    addopts) one worker runs them one after another, so two model runs never compete for the two
+    cores, while the other worker takes the CPU-light rest. (tryfirst: xdist reads the groups in
+    its own hook of this name.)"""
+    for item in items:
+        if item.get_closest_marker("model") is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("model"))
+
+
+# ---------------------------------------------------------------------------------------
+# the embedded model, shared by the tests marked `model`
+
+
+def model_installed() -> bool:
+    """llama-cpp-python and the packaged model's weight packages (the [local] extra)."""
+    import importlib.util
+
+    from memjudge.judges import local_weights as W
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return False
+    return all(importlib.util.find_spec(p) is not None for p in W.PACKAGED[W.DEFAULT_MODEL].packages)
+
+
+@pytest.fixture(scope="session")
+def packaged_model(tmp_path_factory) -> Path:
+    """The packaged model's GGUF file, joined from its packages and verified (sha256) once per
+    test session: 1.1 GB that each model test would otherwise join and hash again."""
+    from memjudge.judges import local_weights as W
+
+    if not model_installed():
+        pytest.skip("the [local] extra is not installed")
+    return W.packaged_model_path(W.DEFAULT_MODEL, cache_dir=tmp_path_factory.mktemp("packaged-model"))
+
+
+def model_cache_dir(folder: Path, model: Path) -> Path:
+    """`folder` made a memjudge cache folder (MEMJUDGE_CACHE_DIR) with no answers that already
+    holds the verified model: hard links to `model` and its marker (the marker records size and
+    mtime, which a link shares), a copy where links cannot be made."""
+    import shutil
+
+    models = folder / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    for f in (model, model.with_name(model.name + ".verified.json")):
+        try:
+            os.link(f, models / f.name)
+        except OSError:
+            shutil.copy2(f, models / f.name)
+    return folder
+
+
+@pytest.fixture
+def model_home(packaged_model, tmp_path) -> Path:
+    """A fresh memjudge cache folder for one test, holding the verified packaged model."""
+    return model_cache_dir(tmp_path / "memjudge-cache", packaged_model)
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoRun:
+    out: Path  # the run folder
+    cache: Path  # its MEMJUDGE_CACHE_DIR: the model and every answer the run asked for
+    result: object  # subprocess.CompletedProcess of the command
+    argv: tuple[str, ...]
+
+
+DEMO_ARGS = ("demo", "--personas", "2", "--no-progress")  # the README's smaller demo
+
+
+@pytest.fixture(scope="session")
+def model_demo(packaged_model, tmp_path_factory) -> DemoRun:
+    """`memjudge demo --personas 2` with the real model, once per session, from an empty answer
+    cache: tests/test_demo.py checks it (and its cached rerun), and the README's `model` block
+    that runs the same command reads a copy of its cache instead of scoring it all again."""
+    folder = tmp_path_factory.mktemp("model-demo")
+    cache = model_cache_dir(folder / "cache", packaged_model)
+    out = folder / "demo"
+    argv = (*DEMO_ARGS, "--out", str(out))
+    # About 4 minutes on two idle cores; the limit only catches a hang on a shared machine.
+    r = run_cli(*argv, env={"MEMJUDGE_CACHE_DIR": str(cache)}, timeout=3000)
+    return DemoRun(out=out, cache=cache, result=r, argv=argv)
+
+
+def clone_answers(cache: Path, folder: Path, model: Path) -> Path:
+    """A copy of the answer cache `cache` in `folder`, with the model linked (model_cache_dir)."""
+    import shutil
+
+    shutil.copytree(cache, folder, ignore=lambda d, names: ["models"] if Path(d) == cache else [])
+    return model_cache_dir(folder, model)
+
+
+# ---------------------------------------------------------------------------------------
+# the browser: the system Chromium driven by Playwright (never `playwright install`)
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the background-networking flags Chromium phones home, and on a closed network its
+# connections are refused; none of these flags changes how the page behaves.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module, shared by its tests: give each test its own page
+    (`browser.new_page()`). Module scope: Playwright's sync API and its event loop end with
+    the module that used them, before other modules' `asyncio.run`. Skipped only when
+    /usr/bin/chromium is absent; CI installs it (.ci/run) and sets MEMJUDGE_REQUIRE_CHROMIUM=1,
+    which turns the skip into a failure."""
+    if not CHROMIUM.exists():
+        if os.environ.get("MEMJUDGE_REQUIRE_CHROMIUM"):
+            pytest.fail(f"{CHROMIUM} is absent but MEMJUDGE_REQUIRE_CHROMIUM is set (CI must run the browser tests)")
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium; .ci/run does)")
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)  # a loaded 2-core machine; waits end as soon as the page is there
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()

@@ -79,6 +79,10 @@ class HashScoringJudge(Judge):
     category_thresholds: dict = {}
 
     @property
+    def deterministic(self) -> bool:  # as the embedded judge at temperature 0
+        return True
+
+    @property
     def threshold(self) -> float:
         return float(self.config.options.get("threshold", 0.0))
 

@@ -23,11 +23,6 @@ import pytest
 from conftest import _PROVIDER_ENV, ROOT
 from memjudge.formats import read_gold
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Without the background-networking flags Chromium phones home, and on a closed network its
-# connections are refused; none of these flags changes how the page behaves.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_SOURCE = "Persona p0 wrote: I go hiking in the Alps every summer.\n<script>alert(2)</script><b>bold?</b>"
 
@@ -55,23 +50,6 @@ def _write_jsonl(path: Path, rows) -> Path:
 @pytest.fixture
 def data(tmp_path):
     return _write_jsonl(tmp_path / "to_label.jsonl", ITEMS), _write_jsonl(tmp_path / "sources.jsonl", SOURCES)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        if os.environ.get("MEMJUDGE_REQUIRE_CHROMIUM"):
-            pytest.fail(f"{CHROMIUM} is absent but MEMJUDGE_REQUIRE_CHROMIUM is set (CI must run the browser tests)")
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium; .ci/run does)")
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=30_000)  # a loaded 2-core machine; waits end as soon as the page is there
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 class Annotate:

@@ -3,7 +3,6 @@ the embedded judge; the real run (marked `model`) uses the packaged model on 2 p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pandas as pd
@@ -44,6 +43,7 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     noise = json.loads((tmp_path / "demo" / "noise.json").read_text())
     flip = {j["judge"]: j for j in noise["judges"]}
     assert demo_mod.LOCAL_JUDGE in flip
+    _check_derived_replicates(tmp_path / "demo", res, demo_mod, labels, flip)
     assert any("[6/6]" in line for line in lines)
     # The report says what it rests on, and warns about a judge that is poor against gold.
     md = res.report.read_text()
@@ -56,6 +56,27 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     # the judge-level count of the robustness finding says which replicate it reads
     assert "first replicate of each" in md[md.index("## Findings"):]
     _check_simulated_gold(tmp_path / "demo", res, demo_mod)
+
+
+def _check_derived_replicates(out, res, demo_mod, labels, flip):
+    """The embedded judge (deterministic) is asked once per candidate: its replicate 1 copies
+    replicate 0 and says so, and its flip rate is reported as zero by construction, not measured;
+    the simulated judges' replicates are measured."""
+    local = labels[labels["judge"] == demo_mod.LOCAL_JUDGE]
+    first, second = local[local["replicate"] == 0], local[local["replicate"] == 1]
+    assert len(first) == len(second) == res.candidates
+    assert first["replicate_of"].isna().all() and (second["replicate_of"] == 0).all()
+    pivot = local.pivot(index="assertion_id", columns="replicate", values="judge_score")
+    assert (pivot[0] == pivot[1]).all()
+    assert labels.loc[labels["judge"] != demo_mod.LOCAL_JUDGE, "replicate_of"].isna().all()
+    run = json.loads((out / "local" / "summary.json").read_text())
+    assert run["calls"] == res.candidates and run["rows"] == 2 * res.candidates
+    assert json.loads((out / "local" / "config.json").read_text())["replicates_derived"] is True
+    assert json.loads((out / "config.json").read_text())["replicates_derived"] is True
+    assert flip[demo_mod.LOCAL_JUDGE]["by_construction"] is True and flip[demo_mod.LOCAL_JUDGE]["flip_rate"]["value"] == 0
+    assert all(flip[f"sim:{j}"]["by_construction"] is False for j in demo_mod.SIM_JUDGES)
+    md = (out / "report.md").read_text()
+    assert "flip rate zero by construction, not measured" in md and "0 by construction (not measured)" in md
 
 
 def _check_simulated_gold(out, res, demo_mod):
@@ -96,23 +117,10 @@ def test_demo_rejects_too_few_personas(cli, tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "at least 2 personas" in r.stderr
 
 
-def _model_installed() -> bool:
-    from memjudge.judges import local as L
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        return False
-    return all(importlib.util.find_spec(p) is not None for p in L.PACKAGED[L.DEFAULT_MODEL].packages)
-
-
 @pytest.mark.model
-@pytest.mark.timeout(3600)  # two demo runs; see the CLI limit below
-@pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
-def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
-    out = tmp_path / "demo"
-    # About 8 minutes on two idle cores (the premise check doubles the scoring); the limit only
-    # catches a hang, so it is generous for a shared machine.
-    r = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")},
-            timeout=3000)
+@pytest.mark.timeout(3600)  # the session's demo run (conftest.model_demo) may start here; see the CLI limit there
+def test_demo_end_to_end_with_the_real_model(model_demo, cli):
+    out, r = model_demo.out, model_demo.result
     assert r.returncode == 0, r.stderr
     # Absolute paths of both documents, the last lines printed.
     assert r.stdout.strip().splitlines()[-2:] == [f"report: {(out / 'report.md').resolve()}", f"        {(out / 'report.html').resolve()}"]
@@ -120,16 +128,23 @@ def test_demo_end_to_end_with_the_real_model(cli, tmp_path):
     labels = pd.read_json(out / "labels.jsonl", lines=True)
     local = labels[labels["judge"] == "local:qwen2.5-coder-1.5b"]
     assert len(local) > 0 and local["judge_score"].notna().all() and local["verdict"].notna().all()
-    # Temperature 0: the embedded judge's replicates agree exactly, an honest zero flip rate.
+    n = local["assertion_id"].nunique()
+    # The model was asked (an empty cache), once per candidate: temperature 0 is deterministic,
+    # so replicate 1 copies replicate 0 and says so, and the flip rate is zero by construction.
+    assert f"      {n} assertions judged, 0 from the cache, 0 without a verdict;" in r.stdout
     pivot = local.pivot(index="assertion_id", columns="replicate", values="verdict")
     assert (pivot[0] == pivot[1]).all()
+    assert (local.loc[local["replicate"] == 1, "replicate_of"] == 0).all()
+    assert local.loc[local["replicate"] == 0, "replicate_of"].isna().all()
+    flip = {j["judge"]: j for j in json.loads((out / "noise.json").read_text())["judges"]}
+    assert flip["local:qwen2.5-coder-1.5b"]["by_construction"] is True
+    assert "flip rate zero by construction, not measured" in (out / "report.md").read_text()
     quality = json.loads((out / "local_judge.json").read_text())
-    assert quality["n"] == local["assertion_id"].nunique()
+    assert quality["n"] == n
     # A rerun asks the model nothing and says so.
-    again = cli("demo", "--personas", "2", "--out", out, "--no-progress", env={"MEMJUDGE_CACHE_DIR": str(tmp_path / "cache")},
-                timeout=3000)
+    again = cli(*model_demo.argv, env={"MEMJUDGE_CACHE_DIR": str(model_demo.cache)}, timeout=3000)
     assert again.returncode == 0, again.stderr
-    assert f"all {2 * local['assertion_id'].nunique()} answers from the cache" in again.stdout
+    assert f"all {n} answers from the cache" in again.stdout
     est = json.loads((out / "estimate.json").read_text())
     assert est["judge"] == "local:qwen2.5-coder-1.5b" and est["groups"][0]["ppi"]["value"] is not None
     assert "## Judge-corrected estimates" in (out / "report.md").read_text()

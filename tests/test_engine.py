@@ -90,6 +90,50 @@ def test_replicates_have_distinct_keys_and_extend(tmp_path):
     assert len(r.labels) == 3 * N and not r.labels.duplicated(["assertion_id", "replicate"]).any()
 
 
+class DeterministicJudge(ScriptedJudge):
+    """A judge whose answer is a function of the prompt alone (as the embedded one at temperature 0)."""
+
+    @property
+    def deterministic(self) -> bool:
+        return True
+
+
+def test_a_deterministic_judge_is_asked_once_and_its_replicates_say_they_are_copies(tmp_path):
+    j = DeterministicJudge()
+    r = run(j, tmp_path, replicates=3)
+    assert j.requests == N and {c.replicate for c in j.calls} == {0}
+    assert (r.summary.calls, r.summary.requested, r.summary.rows) == (N, N, 3 * N)
+    df = r.labels
+    assert len(df) == 3 * N and not df.duplicated(["assertion_id", "replicate"]).any()
+    assert df.loc[df["replicate"] == 0, "replicate_of"].isna().all()
+    assert (df.loc[df["replicate"] > 0, "replicate_of"] == 0).all()
+    wide = df.pivot(index="assertion_id", columns="replicate", values="verdict")
+    assert (wide[0] == wide[1]).all() and (wide[0] == wide[2]).all()
+    # the files say so too, and read back as they were written
+    from memjudge.formats import read_labels
+
+    back = read_labels(tmp_path / "run" / "labels.jsonl")
+    assert back["replicate_of"].tolist() == df["replicate_of"].tolist()
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["replicates_derived"] is True
+    # the noise of its labels is zero by construction, and says it was not measured
+    from memjudge.stats.noise import noise
+
+    nz = noise(back)
+    assert nz.judges["by_construction"].tolist() == [True] and nz.judges["flip_rate"].tolist() == [0.0]
+    assert any("zero by construction, not measured" in n for n in nz.notes)
+    # a rerun reuses the one answer per item
+    j2 = DeterministicJudge()
+    assert run(j2, tmp_path, replicates=3).summary.resumed == N and j2.requests == 0
+
+
+def test_a_judge_that_may_vary_is_asked_every_replicate_and_has_no_replicate_of(tmp_path):
+    r = run(ScriptedJudge(), tmp_path, replicates=2)
+    assert "replicate_of" not in r.labels.columns
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["replicates_derived"] is False
+    one = run(DeterministicJudge(), tmp_path, out=tmp_path / "one", cache_dir=tmp_path / "c1")  # one replicate: nothing to copy
+    assert "replicate_of" not in one.labels.columns
+
+
 def test_malformed_then_good_is_reasked(tmp_path):
     def script(call, n):
         return JudgeAnswer(text="Sure! The verdict is supported.", finish_reason="stop") if n == 0 else support_answer(call)

@@ -557,3 +557,22 @@ def test_the_formats_package_reexports_its_modules_public_names():
 
     assert formats.write_atomic is files.write_atomic and formats.open_private is files.open_private
 
+
+
+@pytest.mark.parametrize("bad", ["1", 1, -1, True, "zero"])
+def test_replicate_of_must_name_an_earlier_replicate(bad, tmp_path, cli):
+    """A labels file's replicate_of (the replicate a deterministic judge's row copies) is null or
+    an earlier replicate of the same item: anything else is one line `file:line:` and status 2."""
+    rows = [{"assertion_id": "a1", "persona_id": "p1", "category": "c", "judge": "local:m", "rubric": "support",
+             "replicate": r, "verdict": "supported", "replicate_of": None if r == 0 else 0} for r in (0, 1)]
+    rows[1]["replicate_of"] = bad
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = cli("noise", path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"{path}:2: 'replicate_of' must be null or an earlier replicate than 1")
+    rows[1]["replicate_of"] = 0
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ok = cli("noise", path, "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["judges"][0]["by_construction"] is True

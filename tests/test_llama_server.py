@@ -123,10 +123,9 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, packaged_model):
     folder = tmp_path_factory.mktemp("llama-server")
-    model_path = L.packaged_model_path(L.DEFAULT_MODEL, cache_dir=folder / "model-cache")
-    srv = LlamaServer(model_path, folder / "server.log")
+    srv = LlamaServer(packaged_model, folder / "server.log")
     try:
         srv.start()
         yield srv

@@ -240,11 +240,12 @@ def _model_installed() -> bool:
 
 
 @pytest.fixture(scope="session")
-def model_cache(tmp_path_factory):
-    """The packaged model assembled and verified once per test session (in tmp)."""
-    cache = tmp_path_factory.mktemp("model-cache")
-    L.packaged_model_path(L.DEFAULT_MODEL, cache_dir=cache)
-    return cache
+def model_cache(packaged_model, tmp_path_factory):
+    """A memjudge cache folder holding the session's verified packaged model (conftest), shared by
+    this module's model tests."""
+    from conftest import model_cache_dir
+
+    return model_cache_dir(tmp_path_factory.mktemp("model-cache"), packaged_model)
 
 
 def _prompts():
@@ -477,14 +478,28 @@ def test_memjudge_score_with_the_local_judge_end_to_end(model_cache, tmp_path, c
     by = labels[labels["replicate"] == 0].set_index("assertion_id")
     assert by.loc["sup", "verdict"] == "supported" and by.loc["contra", "verdict"] == "unsupported"
     assert by.loc["sup", "judge_score"] > by.loc["contra", "judge_score"]
-    # Temperature 0: both replicates agree exactly (an honest zero flip rate).
+    # Temperature 0 is deterministic: the model is asked once per assertion, replicate 1 copies
+    # replicate 0 and says so (its flip rate is zero by construction).
     pivot = labels.pivot(index="assertion_id", columns="replicate", values="judge_score")
     assert (pivot[0] == pivot[1]).all()
+    summary = json.loads(r.stdout)
+    assert summary["calls"] == summary["requested"] == 3 and summary["rows"] == 6
+    assert (labels.loc[labels["replicate"] == 1, "replicate_of"] == 0).all()
+    assert labels.loc[labels["replicate"] == 0, "replicate_of"].isna().all()
     # A re-run is answered from the cache: no model call at all.
     r2 = cli("score", cands, "--sources", sources, "--judge", "local:qwen2.5-coder-1.5b", "--replicates", "2",
              "--out", out, "--no-progress", "--json", env=env)
     assert r2.returncode == 0, r2.stderr
+    assert json.loads(r2.stdout)["requested"] == 0
     assert read_labels(out / "labels.jsonl")["judge_score"].tolist() == labels["judge_score"].tolist()
+    # What the copy rests on, measured: asked again in a new process (another cache), each
+    # assertion scores bit-identically.
+    r3 = cli("score", cands, "--sources", sources, "--judge", "local:qwen2.5-coder-1.5b", "--out", tmp_path / "again",
+             "--cache-dir", tmp_path / "other-cache", "--no-progress", "--json", env=env)
+    assert r3.returncode == 0, r3.stderr
+    assert json.loads(r3.stdout)["requested"] == 3
+    again = read_labels(tmp_path / "again" / "labels.jsonl").set_index("assertion_id")["judge_score"]
+    assert again.to_dict() == by["judge_score"].to_dict()
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from memjudge.stats.bootstrap import cluster_weights, percentile_interval
 from memjudge.stats.noise import item_flip, noise
 
 S, U, P = "supported", "unsupported", "partial"
-JUDGE_KEYS = {"judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "any_flip_rate", "by_category"}
+JUDGE_KEYS = {"judge", "rubric", "items", "replicates", "excluded_null", "by_construction", "flip_rate", "any_flip_rate",
+              "by_category"}
 
 
 def _frame(rows, judge="J", rubric="support"):
@@ -199,3 +200,29 @@ def test_cli_bad_input_exits_2_with_one_line(cli, tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and f"{f}:1:" in r.stderr and "replicate" in r.stderr
     r = cli("noise", tmp_path / "missing.jsonl")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_copied_replicates_are_zero_by_construction_not_measured():
+    """Labels whose replicates after the first copy replicate 0 (replicate_of, a deterministic
+    judge): the flip rate is 0 and flagged as by construction, in the JSON, the text and the
+    notes; a judge with one measured later replicate is measured as usual."""
+    copied = _frame(HAND, judge="local:x")
+    copied["verdict"] = copied.groupby("assertion_id")["verdict"].transform("first")
+    copied["replicate_of"] = pd.array([None if r == 0 else 0 for r in copied["replicate"]], dtype="Int64")
+    measured = _frame(HAND, judge="sim:y").assign(replicate_of=pd.array([None] * len(_frame(HAND)), dtype="Int64"))
+    partly = copied.assign(judge="local:z")
+    partly.loc[partly.index[-1], "replicate_of"] = pd.NA  # one later row asked, not copied
+    res = noise(pd.concat([copied, measured, partly], ignore_index=True), B=50)
+    by = res.judges.set_index("judge")
+    assert by.loc["local:x", "by_construction"] and by.loc["local:x", "flip_rate"] == 0.0
+    assert not by.loc["sim:y", "by_construction"] and by.loc["sim:y", "flip_rate"] == pytest.approx(noise(_frame(HAND)).judges["flip_rate"][0])
+    assert not by.loc["local:z", "by_construction"]
+    js = {j["judge"]: j for j in res.to_json()["judges"]}
+    assert js["local:x"]["by_construction"] is True and js["sim:y"]["by_construction"] is False
+    assert [n for n in res.notes if "by construction" in n] == [
+        "local:x (support): its replicates after the first are copies of replicate 0 (a deterministic judge, "
+        "replicate_of): its flip rate is zero by construction, not measured"]
+    text = res.to_text()
+    assert any("local:x" in line and "0 by construction (not measured)" in line for line in text.splitlines())
+    # labels without the column: nothing is by construction
+    assert not noise(_frame(HAND)).judges["by_construction"].any()

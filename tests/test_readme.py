@@ -101,7 +101,7 @@ def _workdir(tmp_path: Path) -> Path:
     return work
 
 
-def _run(block: Block, work: Path, env: dict[str, str]) -> None:
+def _run(block: Block, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     if block.lang == "bash":
         argv = ["bash", "-e", "-o", "pipefail", "-c", block.code]
     else:
@@ -113,6 +113,7 @@ def _run(block: Block, work: Path, env: dict[str, str]) -> None:
             f"\n--- stderr ---\n{proc.stderr[-6000:]}",
             pytrace=False,
         )
+    return proc
 
 
 def test_every_block_declares_what_it_is():
@@ -202,27 +203,27 @@ def test_readme_examples_run_as_written(tmp_path):
         assert (work / path).is_file(), f"{path} was not written"
 
 
-def _model_installed() -> bool:  # as tests/test_demo.py decides it
-    import importlib.util
-
-    from memjudge.judges import local as L
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        return False
-    return all(importlib.util.find_spec(p) is not None for p in L.PACKAGED[L.DEFAULT_MODEL].packages)
-
-
 @pytest.mark.model
-@pytest.mark.timeout(3600)  # the embedded model on ~220 assertions: several minutes on two idle cores
-@pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
-def test_readme_model_examples_run_as_written(tmp_path):
-    """The blocks tagged `model`, after the Quickstart's first block (the corpus they read)."""
+@pytest.mark.timeout(3600)  # the embedded model on ~100 assertions: minutes on two idle cores
+def test_readme_model_examples_run_as_written(tmp_path, model_demo, packaged_model):
+    """The blocks tagged `model`, after the Quickstart's first block (the corpus they read).
+
+    Their answer cache starts as a copy of the session's `memjudge demo --personas 2`
+    (conftest.model_demo, checked by tests/test_demo.py): the README's block running that same
+    command is answered from it, as a second run is, instead of scoring it all again; every
+    other block asks the model."""
+    from conftest import DEMO_ARGS, clone_answers
+
     work = _workdir(tmp_path)
     env = _env(tmp_path)
+    env["MEMJUDGE_CACHE_DIR"] = str(clone_answers(model_demo.cache, tmp_path / "cache", packaged_model))
     blocks = readme_blocks()
     model_blocks = [b for b in blocks if MODEL_TAG in b.tags]
     assert model_blocks, "no README block is tagged model"
     first = next(b for b in blocks if b.lang in RUNNABLE and not b.tags)
     _run(first, work, env)
+    demo = "memjudge " + " ".join(DEMO_ARGS[:3])  # the session's demo, as the README runs it
     for block in model_blocks:
-        _run(block, work, env)
+        proc = _run(block, work, env)
+        if demo in block.code:
+            assert "answers from the cache (no model call)" in proc.stdout, f"{block}\n{proc.stdout[-3000:]}"

@@ -3,7 +3,7 @@
 A small corpus with known truth is generated (memjudge.simulation), the embedded CPU judge
 `local:qwen2.5-coder-1.5b` gets this domain's threshold from `memjudge calibrate` on a small
 simulated-gold sample of other personas (another seed), the candidates are scored by it
-(two replicates at temperature 0) and by
+(two replicates at temperature 0, the second a copy of the first: the judge is deterministic) and by
 three simulated judges with declared noise, and the analyses run on the result: judge noise,
 agreement (with gold and between judges), the retention-policy comparison under the
 embedded judge's labels, robustness of the policy ordering across judges, and the report.
@@ -182,7 +182,8 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     t = time.perf_counter()
     say(f"[3/6] calibrating {LOCAL_JUDGE} on a simulated-gold sample of {CALIBRATION_PERSONAS} other personas ...")
     judge, calibration = _calibrate_local(judge, seed, out, scale, cache_dir, say)
-    say(f"      scoring {s['candidates']} candidates x {REPLICATES} replicates with {LOCAL_JUDGE} on the CPU ...")
+    say(f"      scoring {s['candidates']} candidates with {LOCAL_JUDGE} on the CPU (temperature 0: replicate 1 "
+        "copies replicate 0) ...")
     result = score_run(corpus.candidates, corpus.sources, judge, replicates=REPLICATES, out=out / "local",
                        cache_dir=cache_dir, progress=progress)
     local_labels = result.labels
@@ -197,13 +198,14 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     for name in SIM_JUDGES:
         sim = make_judge(f"sim:{name}", options={"truth": str(corpus_dir), "seed": seed})
         sims.append(sim.labels(corpus.candidates, replicates=REPLICATES))
-    from memjudge.formats import LABEL_COLUMNS
+    from memjudge.formats import LABEL_COLUMNS, REPLICATE_OF
 
     local_labels = local_labels.assign(simulated=False)
-    frames = [local_labels[LABEL_COLUMNS + ["simulated"]], *sims]
+    # The embedded judge is deterministic: its replicate 1 copies replicate 0 (replicate_of).
+    columns = LABEL_COLUMNS + ["simulated"] + [c for c in (REPLICATE_OF,) if c in local_labels.columns]
+    frames = [local_labels[columns], *sims]
     # Columns that are all null in one frame (a simulated judge's usage) are left out of the
     # concatenation and come back as nulls, so they do not decide the column's dtype.
-    columns = LABEL_COLUMNS + ["simulated"]
     labels = pd.concat([f.dropna(axis=1, how="all") for f in frames], ignore_index=True).reindex(columns=columns)
     write_jsonl(out / "labels.jsonl", frame_records(labels))
     write_jsonl(out / "coverage.jsonl", frame_records(corpus.coverage))
@@ -257,7 +259,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     t = time.perf_counter()
     write_json(out / "config.json", {
         "command": "demo", "judge": LOCAL_JUDGE, "threshold": judge.threshold, "threshold_calibration": calibration,
-        "replicates": REPLICATES,
+        "replicates": REPLICATES, "replicates_derived": REPLICATE_OF in local_labels.columns,
         "simulated_judges": [f"sim:{x}" for x in SIM_JUDGES], "personas": n, "seed": seed,
         "candidates_per_persona": CANDIDATES_PER_PERSONA, "folds": folds, "offline": True,
         "gold_sample": {"path": str(gold_path), "n": int(len(gold_rows)), "strategy": "uniform", "simulated": True,

@@ -20,6 +20,7 @@ from memjudge.formats.columns import (
     LABEL_COLUMNS,
     LABEL_REQUIRED,
     LINE,
+    REPLICATE_OF,
     SOURCE_COLUMNS,
     only_rubric,
     rubric_name,
@@ -58,7 +59,7 @@ from memjudge.formats.writers import (
 __all__ = [
     # columns
     "CANDIDATE_COLUMNS", "COVERAGE_COLUMNS", "EXTENSIONS", "FACT_COLUMNS", "GOLD_COLUMNS", "LABEL_COLUMNS",
-    "LABEL_REQUIRED", "LINE", "SOURCE_COLUMNS", "only_rubric", "rubric_name",
+    "LABEL_REQUIRED", "LINE", "REPLICATE_OF", "SOURCE_COLUMNS", "only_rubric", "rubric_name",
     # the interval shape
     "Estimate",
     # readers

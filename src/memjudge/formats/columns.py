@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANDIDATE_COLUMNS", "COVERAGE_COLUMNS", "EXTENSIONS", "FACT_COLUMNS", "GOLD_COLUMNS", "LABEL_COLUMNS",
-    "LABEL_REQUIRED", "LINE", "SOURCE_COLUMNS", "only_rubric", "rubric_name",
+    "LABEL_REQUIRED", "LINE", "REPLICATE_OF", "SOURCE_COLUMNS", "only_rubric", "rubric_name",
 ]
 
 LINE = "\x00line"
@@ -31,6 +31,10 @@ LABEL_COLUMNS = [
 ]
 # Columns a labels file must have for analysis; the rest default to null when imported.
 LABEL_REQUIRED = ["assertion_id", "persona_id", "category", "judge", "rubric", "replicate", "verdict"]
+# Optional label column, written by runs of a deterministic judge (the embedded judge at
+# temperature 0) with replicates: the replicate whose answer the row copies (0), null on the rows
+# that were asked. Such a judge's flip rate is zero by construction (memjudge.stats.noise).
+REPLICATE_OF = "replicate_of"
 COVERAGE_COLUMNS = [
     "persona_id", "fact_id", "fact_text", "covered_by", "judge", "rubric", "replicate", "error",
 ]

@@ -29,6 +29,7 @@ from memjudge.formats.columns import (
     LABEL_COLUMNS,
     LABEL_REQUIRED,
     LINE,
+    REPLICATE_OF,
     SOURCE_COLUMNS,
 )
 
@@ -384,6 +385,8 @@ def read_labels(paths, *, keep_line: bool = False) -> pd.DataFrame:
                 raise InputError(p, f"'replicate' must be a non-negative integer, found {v!r}", line) from None
             reps.append(r)
         df["replicate"] = np.array(reps, dtype=np.int64)
+        if REPLICATE_OF in df.columns:
+            _check_replicate_of(df, p)
         verdicts: list[str | None] = []
         for v, line in zip(df["verdict"], df[LINE]):
             if _is_missing(v):
@@ -408,6 +411,23 @@ def read_labels(paths, *, keep_line: bool = False) -> pd.DataFrame:
         raise InputError(row["_file"], f"duplicate label for {row['assertion_id']!r} (judge {row['judge']}, rubric {row['rubric']}, replicate {row['replicate']})", int(row[LINE]))
     out = out.drop(columns=["_file"])
     return _finish(out, keep_line)
+
+
+def _check_replicate_of(df: pd.DataFrame, p: Path) -> None:
+    """replicate_of (a copied replicate, spec §6) is null or an earlier replicate of the same row."""
+    copied: list[int | None] = []
+    for v, r, line in zip(df[REPLICATE_OF], df["replicate"], df[LINE]):
+        if _is_missing(v):
+            copied.append(None)
+            continue
+        try:
+            c = int(v)
+            if isinstance(v, bool) or float(v) != c or not 0 <= c < r:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise InputError(p, f"'{REPLICATE_OF}' must be null or an earlier replicate than {r}, found {v!r}", line) from None
+        copied.append(c)
+    df[REPLICATE_OF] = pd.array(copied, dtype="Int64")
 
 
 def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:

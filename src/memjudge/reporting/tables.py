@@ -52,6 +52,7 @@ from memjudge.reporting.reader import (
     judge_label,
     simulated_gold,
 )
+from memjudge.stats.noise import BY_CONSTRUCTION
 
 
 def _with_ci(x, est) -> str:
@@ -191,13 +192,16 @@ def noise_tables(run: Run) -> list[Table]:
     noise = run.get("noise") or {}
     judges = noise.get("judges", [])
     rows = [[judge_label(j["judge"], run), str(j.get("rubric", "")), count(j.get("items")), count(j.get("replicates")),
-             count(j.get("excluded_null")), estimate(Estimate.from_dict(j.get("flip_rate"))),
+             count(j.get("excluded_null")),
+             BY_CONSTRUCTION if j.get("by_construction") else estimate(Estimate.from_dict(j.get("flip_rate"))),
              estimate(Estimate.from_dict(j.get("any_flip_rate")))] for j in judges]
     out = [Table("Judge re-score noise. Data: noise.json (labels with ≥ 2 valid replicates per item).",
                  ["Judge", "Rubric", "Items", "Replicates", "Excluded null", "Flip rate (%) [95% CI]",
                   "Items with any flip (%) [95% CI]"], rows,
                  "Flip rate: probability that two replicates of an item differ, averaged over items. Intervals: "
-                 "persona-cluster bootstrap.")]
+                 "persona-cluster bootstrap."
+                 + (" By construction: a deterministic judge, whose replicates after the first are copies of replicate 0 "
+                    "(labels' replicate_of)." if any(j.get("by_construction") for j in judges) else ""))]
     cats = list(dict.fromkeys(c for j in judges for c in (j.get("by_category") or {})))
     if cats:
         crow = []

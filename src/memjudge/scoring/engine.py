@@ -40,7 +40,7 @@ from memjudge.scoring.answers import AnswerCheck
 from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.cost import estimate_tokens, job_cost_usd, price_usd
 from memjudge.scoring.online import OnlineRunner, RunStopped, Tally
-from memjudge.scoring.outputs import EXTRA_LABEL_COLUMNS, make_rows, write_outputs
+from memjudge.scoring.outputs import EXTRA_LABEL_COLUMNS, REPLICATE_OF, make_rows, write_outputs
 from memjudge.scoring.plan import default_out_dir, plan_calls, read_input, resolve_judge
 from memjudge.scoring.ratelimit import RateLimiter
 from memjudge.scoring.store import JOURNAL, AnswerStore, load_journal, reuse_answers
@@ -275,7 +275,7 @@ def _dry_run(judge: Judge, rub: Rubric, plan, pending, s: RunSettings, out_dir: 
 def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df, s: RunSettings, closer: _Closer,
            t_start: float) -> ScoreResult:
     extras_cols = [c for c in cands.columns if c not in io.CANDIDATE_COLUMNS]
-    reserved = set(io.LABEL_COLUMNS) | set(EXTRA_LABEL_COLUMNS)
+    reserved = set(io.LABEL_COLUMNS) | set(EXTRA_LABEL_COLUMNS) | {REPLICATE_OF}
     plan = plan_calls(judge, rub, cands, srcs, fact_df, s.replicates,
                       {c: (f"candidate_{c}" if c in reserved else c) for c in extras_cols})
     tasks = plan.tasks
@@ -349,7 +349,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 if cache is None:  # the journal is then the only copy of other jobs' answers
                     kept = {**{k: v for k, v in journal.items() if k not in tasks}, **kept}
             write_outputs(out_dir, judge, rub, labels, coverage, rows, kept, parquet=s.parquet, inputs=s.inputs,
-                          replicates=s.replicates, judges_file=s.judges_file, argv=s.argv,
+                          replicates=s.replicates, replicates_derived=plan.derived_replicates, judges_file=s.judges_file, argv=s.argv,
                           cache_dir=cache.directory if cache is not None else None, use_cache=s.use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if s.write:

@@ -25,6 +25,8 @@ from memjudge.scoring.jsonl import json_line, lenient
 from memjudge.scoring.plan import Plan
 from memjudge.scoring.store import JOURNAL, journal_text
 
+REPLICATE_OF = io.REPLICATE_OF
+
 UNANSWERED_FACT = "(unanswered)"  # coverage row of a persona whose judge-listed facts are unknown
 EXTRA_LABEL_COLUMNS = ["finish_reason", "model_version", "simulated"]
 
@@ -79,7 +81,15 @@ def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | Non
     if rub.kind == "support":
         cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS
         rows = [label_row(item, r, tasks[key], judge, rub, plan.source_of[item["persona_id"]], extras) for key, item, r, extras in plan.slots]
+        if plan.derived_replicates:
+            # The replicate each row's answer was asked as; null where it is the row's own.
+            for row, (key, _item, r, _extras) in zip(rows, plan.slots):
+                asked = tasks[key].call.replicate
+                row[REPLICATE_OF] = asked if asked != r else None
+            cols = cols + [REPLICATE_OF]
         labels = io.text_as_objects(_order_columns(pd.DataFrame(rows), cols) if rows else pd.DataFrame(columns=cols))
+        if plan.derived_replicates:
+            labels[REPLICATE_OF] = pd.array([row[REPLICATE_OF] for row in rows], dtype="Int64")
         return labels, None, rows
     rows = [row for key, pid, r in plan.slots for row in coverage_rows(pid, r, tasks[key], judge, rub, plan.persona_facts[pid])]
     return None, io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"])), rows
@@ -117,7 +127,7 @@ def file_digest(path: str) -> str | None:
 
 
 def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, *, parquet, inputs, replicates,
-                  judges_file, argv, cache_dir, use_cache) -> None:
+                  judges_file, argv, cache_dir, use_cache, replicates_derived: bool = False) -> None:
     """The rows (JSONL, and Parquet if asked), the compacted journal (`kept`; None: the
     journal already holds exactly these answers) and config.json."""
     io.make_dir(out_dir)
@@ -139,6 +149,8 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
                   "config": judge.config.model_dump(mode="json"), "effective": judge.effective() or None},
         "rubric": rub.describe(),
         "replicates": replicates,
+        # a deterministic judge: replicates after the first are copies of it (label column replicate_of)
+        "replicates_derived": replicates_derived,
         "inputs": {k: ({"path": v, "sha256": file_digest(v)} if v else None) for k, v in inputs.items()},
         "judges_file": str(judges_file) if judges_file else None,
         "cache_dir": str(cache_dir) if cache_dir else None,

@@ -115,6 +115,9 @@ class Plan:
     source_of: dict[str, str] = field(default_factory=dict)
     coverage_ctx: dict[str, dict] = field(default_factory=dict)  # persona -> known assertion and fact ids
     persona_facts: dict[str, list[dict] | None] = field(default_factory=dict)  # persona -> reference facts (None: unknown)
+    # A deterministic judge's support replicates r > 0 read replicate 0's call (one call per item):
+    # their rows say so in `replicate_of`.
+    derived_replicates: bool = False
 
     @property
     def pending(self) -> list[Task]:
@@ -124,8 +127,10 @@ class Plan:
 def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df: pd.DataFrame | None,
                replicates: int, extra_names: dict[str, str]) -> Plan:
     """The run's calls: one per (item, replicate) for support, per (persona, replicate) for
-    coverage; equal prompts share one call (and one answer)."""
-    plan = Plan(source_of=dict(zip(srcs["persona_id"], srcs["source"])))
+    coverage; equal prompts share one call (and one answer). A deterministic judge (Judge.deterministic)
+    is asked once per support item: every replicate's slot reads replicate 0's call."""
+    derived = rub.kind == "support" and replicates > 1 and judge.deterministic
+    plan = Plan(source_of=dict(zip(srcs["persona_id"], srcs["source"])), derived_replicates=derived)
     identity = judge.identity()
     rid = rub.cache_identity()
     tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
@@ -146,7 +151,9 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
             prompt = rub.render_support(source=source_of[pid], assertion=text, category=cat, persona_id=pid, assertion_id=aid)
             item = {"assertion_id": aid, "persona_id": pid, "category": cat}
             for r in range(replicates):
-                slots.append((add(prompt, item, r, {"source": source_of[pid], "assertion": text, "category": cat}), item, r, extras))
+                asked = 0 if derived else r
+                slots.append((add(prompt, item, asked, {"source": source_of[pid], "assertion": text, "category": cat}), item, r,
+                              extras))
     else:
         by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
         facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}

@@ -6,6 +6,10 @@ rate is its mean over items (with two replicates: the share of items whose verdi
 The any-flip rate is the share of items with more than one distinct verdict. Null verdicts
 are excluded and counted.
 
+A deterministic judge's replicates after the first are copies of replicate 0 (label column
+`replicate_of`, written by the engine for the embedded judge at temperature 0): its flip rate is
+zero by construction, not measured, and the result says so (`by_construction`, and a note).
+
 Intervals are 95% persona-cluster percentile bootstrap: per-persona totals (items, summed
 flip probabilities, items with any flip) of every judge and category are computed once and
 all resamples are one product `cluster_weights(...) @ totals`.
@@ -21,8 +25,12 @@ import pandas as pd
 
 from memjudge._util.text import coef, with_interval
 from memjudge.errors import UsageError
+from memjudge.formats.columns import REPLICATE_OF
 from memjudge.formats.estimate import Estimate
 from memjudge.stats.bootstrap import B_DEFAULT, cluster_counts, cluster_weights, interval_pairs
+
+# How a flip rate that was not measured reads (replicates copied from replicate 0).
+BY_CONSTRUCTION = "0 by construction (not measured)"
 
 # ---------------------------------------------------------------------------------------
 # pure functions over arrays
@@ -82,7 +90,9 @@ class NoiseResult:
     """Flip rates per judge and rubric (`judges`) and per category (`by_category`).
 
     `items`: items with at least two valid replicates; `replicates`: distinct replicate
-    indices of the judge; `excluded_null`: label rows with a null verdict. Interval columns
+    indices of the judge; `excluded_null`: label rows with a null verdict; `by_construction`:
+    every replicate after the first copies replicate 0 (`replicate_of`), so the rate is zero by
+    construction, not measured. Interval columns
     are `<rate>_lo` / `<rate>_hi`; in JSON each rate is an `Estimate` ``{"value", "lo", "hi"}``."""
 
     judges: pd.DataFrame
@@ -103,6 +113,7 @@ class NoiseResult:
                 "items": int(row.items),
                 "replicates": int(row.replicates),
                 "excluded_null": int(row.excluded_null),
+                "by_construction": bool(row.by_construction),
                 "flip_rate": Estimate(row.flip_rate, row.flip_rate_lo, row.flip_rate_hi).to_dict(),
                 "any_flip_rate": Estimate(row.any_flip_rate, row.any_flip_rate_lo, row.any_flip_rate_hi).to_dict(),
                 "by_category": {
@@ -124,7 +135,8 @@ class NoiseResult:
         t = pd.DataFrame({
             "judge": self.judges["judge"], "rubric": self.judges["rubric"], "items": self.judges["items"],
             "replicates": self.judges["replicates"], "null": self.judges["excluded_null"],
-            "flip rate": [with_interval(coef, r.flip_rate, r.flip_rate_lo, r.flip_rate_hi) for r in self.judges.itertuples()],
+            "flip rate": [BY_CONSTRUCTION if r.by_construction else with_interval(coef, r.flip_rate, r.flip_rate_lo, r.flip_rate_hi)
+                          for r in self.judges.itertuples()],
             "any flip": [with_interval(coef, r.any_flip_rate, r.any_flip_rate_lo, r.any_flip_rate_hi) for r in self.judges.itertuples()],
         })
         parts = [head, "", t.to_string(index=False)]
@@ -135,6 +147,15 @@ class NoiseResult:
             parts += ["", "By category", "", ct.to_string(index=False)]
         parts += [f"note: {n}" for n in self.notes]
         return "\n".join(parts)
+
+
+def _copied_judges(labels: pd.DataFrame) -> set[tuple[str, str]]:
+    """(judge, rubric) pairs with replicates after the first, every one of them a copy (replicate_of)."""
+    if REPLICATE_OF not in labels.columns or "replicate" not in labels.columns:
+        return set()
+    later = labels[pd.to_numeric(labels["replicate"]) > 0]
+    copied = later[REPLICATE_OF].notna().groupby([later["judge"], later["rubric"]]).all()
+    return {(str(key[0]), str(key[1])) for key, v in cast(Any, copied).items() if v}
 
 
 def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResult:
@@ -150,6 +171,7 @@ def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResul
         raise UsageError(f"labels lack column(s): {', '.join(sorted(missing))}")
     if B < 1:
         raise UsageError(f"B must be at least 1, got {B}")
+    copies = _copied_judges(labels)
     df = labels[list(need)]
     personas = np.array(sorted(df["persona_id"].astype(str).unique()), dtype=object)
     n_p = len(personas)
@@ -179,7 +201,8 @@ def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResul
     judges["flip_rate"], judges["any_flip_rate"] = r["flip_rate"], r["any_flip_rate"]
     judges["flip_rate_lo"], judges["flip_rate_hi"] = r["flip_rate_ci"][:, 0], r["flip_rate_ci"][:, 1]
     judges["any_flip_rate_lo"], judges["any_flip_rate_hi"] = r["any_flip_rate_ci"][:, 0], r["any_flip_rate_ci"][:, 1]
-    judges = judges[["judge", "rubric", "items", "replicates", "excluded_null", "flip_rate", "flip_rate_lo",
+    judges["by_construction"] = [(j, rb) in copies for j, rb in zip(judges["judge"], judges["rubric"])]
+    judges = judges[["judge", "rubric", "items", "replicates", "excluded_null", "by_construction", "flip_rate", "flip_rate_lo",
                      "flip_rate_hi", "any_flip_rate", "any_flip_rate_lo", "any_flip_rate_hi"]]
 
     # Categories: the same computation with one group per (judge, rubric, category).
@@ -197,6 +220,9 @@ def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResul
     notes = []
     if len(judges) and (judges["items"] == 0).all():
         notes.append("no item has two valid replicates: score with --replicates 2 or more to measure noise")
+    for j, rb in sorted(copies):
+        notes.append(f"{j} ({rb}): its replicates after the first are copies of replicate 0 (a deterministic judge, "
+                     "replicate_of): its flip rate is zero by construction, not measured")
     if n_p < 2:
         notes.append("fewer than two personas: no persona-cluster interval")
     return NoiseResult(judges=judges, by_category=by_cat, seed=seed, B=B, personas=n_p, notes=notes)
