@@ -218,6 +218,40 @@ def test_temperature_samples_the_two_way_distribution(judge_factory):
     assert [other_seed.answer(score, _call("a1", r)).text for r in range(20)] != [judge.answer(score, _call("a1", r)).text for r in range(20)]
 
 
+@pytest.mark.parametrize("temperature, asked", [(0.0, 1), (2.0, 2)])
+def test_at_temperature_zero_each_item_is_scored_once_for_all_replicates(temperature, asked, judge_factory, monkeypatch,
+                                                                       tmp_path):
+    """Through the public scoring API (the model replaced by a recorder): at temperature 0 the
+    judge is deterministic, so two replicates cost one scoring and the second says it is a copy;
+    at a temperature > 0 each replicate is drawn, so each is scored."""
+    import threading
+
+    from memjudge.scoring.engine import score_run
+
+    seen = []
+
+    class _NoModel:
+        lock = threading.Lock()
+
+    def recorder(model, source, assertion, k, few_shot=True, reuse=True):
+        seen.append(assertion)
+        return L.VerdictScore(-0.2 if "nurse" in assertion else -3.0, -1.0, 50, 40)
+
+    monkeypatch.setattr(L.LocalJudge, "ensure_loaded", lambda self: _NoModel())
+    monkeypatch.setattr(L, "score_premises", recorder)
+    cands, sources = _model_corpus(tmp_path)
+    judge = judge_factory(temperature=temperature, options={"prompt": "premise", "threshold": 0.0})
+    assert judge.deterministic is (temperature == 0)
+    res = score_run(pd.read_json(cands, lines=True), pd.read_json(sources, lines=True), judge, replicates=2,
+                    out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    assert sorted(seen) == sorted(list(ASSERTIONS.values()) * asked)
+    assert len(res.labels) == 2 * len(ASSERTIONS) and res.summary.calls == asked * len(ASSERTIONS)
+    if asked == 1:
+        assert (res.labels.loc[res.labels["replicate"] == 1, "replicate_of"] == 0).all()
+    else:
+        assert "replicate_of" not in res.labels.columns
+
+
 # ---------------------------------------------------------------------------------------
 # the real model (CI installs [local]; skipped only when the runtime or weights are absent)
 
