@@ -73,10 +73,15 @@ def _forked(argv: list[str], env: dict, cwd, timeout: float):
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         p = forkserver().Process(target=cli_runner.run, args=(argv[3:], env, None if cwd is None else str(cwd), out, err))
         p.start()
-        p.join(timeout)
-        if p.exitcode is None:
-            p.kill()
-            p.join()
+        timed_out = False
+        try:
+            p.join(timeout)
+            timed_out = p.exitcode is None
+        finally:  # also when pytest-timeout interrupts the join: no command outlives its test
+            if p.exitcode is None:
+                p.kill()
+                p.join()
+        if timed_out:
             raise subprocess.TimeoutExpired(argv, timeout)
         return subprocess.CompletedProcess(argv, p.exitcode, _text(out), _text(err))
 
