@@ -16,6 +16,9 @@ from memjudge import __version__
 def test_version(cli):
     r = cli("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"memjudge {__version__}"
+    # the same from a new interpreter: `python -m memjudge` itself (run_cli otherwise forks a warm one)
+    fresh = cli("--version", fresh=True)
+    assert (fresh.returncode, fresh.stdout, fresh.stderr) == (r.returncode, r.stdout, r.stderr)
 
 
 def _options_without_help(parser):
