@@ -20,6 +20,7 @@ from dataclasses import replace
 from memjudge._util.text import pts
 from memjudge.diff.paired import more_needed
 from memjudge.diff.result import DiffResult, Gate, Triple
+from memjudge.diff.text import margin_points
 from memjudge.errors import UsageError
 
 __all__ = ["apply_gate"]
@@ -89,7 +90,7 @@ def apply_gate(result: DiffResult, *, fail_if_worse: float | None = None, requir
 def _failure(result: DiffResult, rule: str, m: float, name: str, t: Triple, level: int) -> Gate:
     d = t.difference
     if rule == "fail_if_worse":
-        reason = (f"failed: {name}: NEW is worse than BASE by more than {100 * m:g} points with {level}% confidence: "
+        reason = (f"failed: {name}: NEW is worse than BASE by more than {margin_points(m)} with {level}% confidence: "
                   f"NEW - BASE {_interval(t)}, upper end below {pts(-m)}")
         return Gate(rule=rule, margin=m, failed=True, reason=reason, figure=name)
     if not d.estimate.has_interval:
@@ -97,7 +98,7 @@ def _failure(result: DiffResult, rule: str, m: float, name: str, t: Triple, leve
                     reason=f"failed: {name}: no interval for NEW - BASE, so non-inferiority cannot be shown")
     units = result.personas_common
     need = more_needed(d.estimate, units, m)
-    base = f"failed: {name}: non-inferiority within {100 * m:g} points not shown: NEW - BASE {_interval(t)}, lower end not above {pts(-m)}"
+    base = f"failed: {name}: non-inferiority within {margin_points(m)} not shown: NEW - BASE {_interval(t)}, lower end not above {pts(-m)}"
     if need is None:
         return Gate(rule=rule, margin=m, failed=True, figure=name,
                     reason=base + "; the estimate itself is at or below the margin, so more data would not help")

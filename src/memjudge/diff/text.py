@@ -11,7 +11,13 @@ from memjudge._util.text import count, pct, pts, pvalue, with_interval
 if TYPE_CHECKING:  # the result renders itself through this module
     from memjudge.diff.result import DiffResult, Figure
 
-__all__ = ["render_markdown", "render_text", "rows"]
+__all__ = ["margin_points", "render_markdown", "render_text", "rows"]
+
+
+def margin_points(m: float) -> str:
+    """A gate's margin (a share) in points: 0.02 -> "2 points", 0.01 -> "1 point"."""
+    v = round(100 * m, 6)
+    return f"{v:g} point{'' if v == 1 else 's'}"
 
 
 def _rate(f: dict) -> str:
@@ -94,7 +100,7 @@ def _extras(result: DiffResult) -> list[str]:
                      for m, v in metrics.items() if v["base"] is not None or v["new"] is not None]
             out.append(f"  {policy}: " + "; ".join(cells))
     if result.gate is not None:
-        out.append(f"gate ({result.gate.rule.replace('_', '-')} {100 * result.gate.margin:g} points): {result.gate.reason}")
+        out.append(f"gate ({result.gate.rule.replace('_', '-')} {margin_points(result.gate.margin)}): {result.gate.reason}")
     out += [f"note: {n}" for n in result.notes]
     return out
 
@@ -111,7 +117,7 @@ def render_markdown(result: DiffResult) -> str:
         title += f": {'❌ gate failed' if g.failed else '✅ gate passed'}"
     lines = [f"### {title}", ""]
     if g is not None:
-        lines += [f"**{g.rule.replace('_', '-')} {100 * g.margin:g} points**: {g.reason}", ""]
+        lines += [f"**{g.rule.replace('_', '-')} {margin_points(g.margin)}**: {g.reason}", ""]
     lines.append(f"Judge `{result.judge}`; {result.personas_common:,} common personas "
                  f"({len(result.personas_only_base):,} only in BASE, {len(result.personas_only_new):,} only in NEW); "
                  f"{'same candidates, item-paired' if result.mode == 'items' else 'same personas, other candidates'}; "

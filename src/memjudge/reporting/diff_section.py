@@ -4,6 +4,7 @@ with a base run, as the diff wrote it (the table is `memjudge.diff.text.rows` of
 from __future__ import annotations
 
 from memjudge._util.text import pvalue
+from memjudge.diff.text import margin_points
 from memjudge.reporting.blocks import Bullets, Heading, Note, Table
 from memjudge.reporting.reader import Run
 
@@ -42,5 +43,5 @@ def diff_blocks(run: Run) -> list:
         blocks.append(Bullets(facts))
     g = d.get("gate")
     if g:
-        blocks.append(Note(f"CI gate ({g['rule'].replace('_', '-')} {100 * g['margin']:g} points): {g['reason']}"))
+        blocks.append(Note(f"CI gate ({g['rule'].replace('_', '-')} {margin_points(g['margin'])}): {g['reason']}"))
     return blocks
