@@ -445,3 +445,24 @@ def test_end_to_end_simulate_score_diff_report(tmp_path, capsys):
     assert main(["report", str(tmp_path / "new"), "--format", "md"]) == 0
     md = (tmp_path / "new" / "report.md").read_text()
     assert "Compared with a base run" in md and "support, values" in md and "CI gate" in md
+
+
+def test_table1_side_by_side_from_both_compare_json(tmp_path, capsys):
+    base, new = draw_pair(np.random.default_rng(12), n_personas=6, mean_items=5)
+    b, n = _write_run(tmp_path / "b", base), _write_run(tmp_path / "n", new)
+
+    def policies(f_wa, f_t, r_t):
+        return {"policies": {"write_all": {"faithfulness": {"value": f_wa, "sd": None}, "retention": {"value": 1.0}},
+                             "targeted": {"faithfulness": {"value": f_t, "sd": 0.01}, "retention": {"value": r_t},
+                                          "coverage": None}}}
+
+    (tmp_path / "b" / "compare.json").write_text(json.dumps(policies(0.92, 0.95, 0.85)))
+    (tmp_path / "n" / "compare.json").write_text(json.dumps(policies(0.90, 0.96, 0.80)))
+    assert main(["diff", b, n, "--json", "--bootstrap", "50"]) == 0
+    t = json.loads(capsys.readouterr().out)["table1"]
+    assert t["write_all"]["faithfulness"] == {"base": 0.92, "new": 0.90, "difference": pytest.approx(-0.02)}
+    assert t["targeted"]["retention"]["difference"] == pytest.approx(-0.05)
+    assert t["targeted"]["coverage"] == {"base": None, "new": None, "difference": None}
+    (tmp_path / "n" / "compare.json").write_text("{not json")
+    assert main(["diff", b, n, "--bootstrap", "50"]) == 2
+    assert "compare.json:1: not valid JSON" in capsys.readouterr().err
