@@ -38,7 +38,8 @@ SHARED_PRIVATE = {"memjudge._util", "memjudge._rubrics"}  # private by name, sha
 # Lowest first. A unit is a top-level module or subpackage of memjudge ("memjudge" is the
 # package's own __init__, the public API). simulation sits below judges: the simulated judge
 # reads a corpus's truth (judges/sim.py). annotate and importers need only formats; importers
-# sit above annotate (the Label Studio importer writes a gold file the annotate way).
+# sit above annotate (the Label Studio importer writes a gold file the annotate way). diff
+# compares two runs' labels with the statistics below it; reporting shows its diff.json.
 LAYERS = [
     "errors",
     "_util",
@@ -50,6 +51,7 @@ LAYERS = [
     "stats",
     "policies",
     "comparison",
+    "diff",
     "annotate",
     "importers",
     "reporting",

@@ -224,6 +224,8 @@ def cmd_simulate(args) -> int:
     corpus = simulate(preset=args.preset, seed=args.seed, personas=args.personas, config=args.config, out=args.out)
     summary = dict(corpus.summary(), out=args.out, preset=args.preset, seed=args.seed, simulated=True,
                    files={name: f"{args.out}/{name}.jsonl" for name in corpus.FILES})
+    if args.extractor_variant:
+        summary["variant"] = _simulate_variant(args, corpus)
     if args.json:
         print(dumps(summary, indent=2))
     else:
@@ -234,7 +236,24 @@ def cmd_simulate(args) -> int:
               f"({100 * s['values_share']:.1f}% of candidates), other {100 * (s['support_other'] or 0):.1f}%; "
               f"write-all coverage {100 * s['coverage']:.1f}%")
         print("kinds: " + ", ".join(f"{k} {v}" for k, v in sorted(s["kinds"].items())))
+        if args.extractor_variant:
+            v = summary["variant"]
+            print(f"variant {v['spec']}: {v['candidates']} candidates over the same {v['personas']} personas "
+                  f"-> {v['out']}; support {100 * v['support']:.2f}% overall, values "
+                  f"{100 * (v['support_values'] or 0):.1f}%, other {100 * (v['support_other'] or 0):.1f}%; "
+                  f"write-all coverage {100 * v['coverage']:.1f}%")
     return 0
+
+
+def _simulate_variant(args, corpus) -> dict:
+    """The second extractor's corpus (--extractor-variant), written; its summary."""
+    from memjudge.simulation.variant import extractor_variant, parse_variant
+
+    out = args.variant_out or str(Path(args.out) / "variant")
+    variant = extractor_variant(corpus, parse_variant(args.extractor_variant, corpus.truth["category"].unique()),
+                                seed=args.seed)
+    variant.write(out)
+    return dict(variant.summary(), spec=args.extractor_variant, out=out)
 
 
 def cmd_demo(args) -> int:

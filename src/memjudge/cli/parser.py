@@ -26,6 +26,7 @@ from memjudge.cli.commands import (
     cmd_score,
     cmd_simulate,
 )
+from memjudge.cli.diff import add_diff_parser
 from memjudge.errors import UsageError
 
 __all__ = ["build_parser"]
@@ -215,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--personas", type=_positive_int, help="number of personas (default: the preset's)")
     sm.add_argument("--config", help="a TOML file overriding any of the preset's settings")
     sm.add_argument("--out", required=True, help="folder for candidates, sources, facts, truth, gold labels")
+    sm.add_argument("--extractor-variant", metavar="GROUP=RATE,...",
+                    help="also write a second extractor's candidates over the same personas with these support "
+                         "rates (e.g. values=0.70,other=0.95), into --variant-out")
+    sm.add_argument("--variant-out", help="folder for the variant (default OUT/variant)")
     sm.add_argument("--json", action="store_true", help="print the summary as JSON")
     sm.set_defaults(func=cmd_simulate)
 
@@ -325,4 +330,6 @@ def build_parser() -> argparse.ArgumentParser:
     es.add_argument("--out", metavar="RUN_DIR", help="write estimate.json there (for memjudge report)")
     es.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     es.set_defaults(func=cmd_estimate)
+
+    add_diff_parser(sub, _positive_int, _replicate_choice)
     return p

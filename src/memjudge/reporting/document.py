@@ -21,6 +21,7 @@ from memjudge.reporting.blocks import (
     Table,
     numeric_columns,
 )
+from memjudge.reporting.diff_section import diff_blocks
 from memjudge.reporting.findings import findings, judge_caveats, what_was_done
 from memjudge.reporting.html import to_html
 from memjudge.reporting.reader import PARTS, Run, is_simulated, load_run, simulated_gold
@@ -103,6 +104,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         if name in figures:
             blocks.append(FigureBlock(*figures[name]))
 
+    blocks += diff_blocks(run)
     cmp_ = run.get("compare")
     if cmp_ or "faithfulness_vs_coverage" in figures:
         blocks.append(Heading("Retention policies"))
