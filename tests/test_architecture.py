@@ -38,7 +38,8 @@ SHARED_PRIVATE = {"memjudge._util", "memjudge._rubrics"}  # private by name, sha
 # Lowest first. A unit is a top-level module or subpackage of memjudge ("memjudge" is the
 # package's own __init__, the public API). simulation sits below judges: the simulated judge
 # reads a corpus's truth (judges/sim.py). annotate and importers need only formats; importers
-# sit above annotate (the Label Studio importer writes a gold file the annotate way).
+# sit above annotate (the Label Studio importer writes a gold file the annotate way). web (the
+# pages of annotate and view) reads runs the way the analyses do: above them and the gold file.
 LAYERS = [
     "errors",
     "_util",
@@ -52,6 +53,7 @@ LAYERS = [
     "comparison",
     "annotate",
     "importers",
+    "web",
     "reporting",
     "demo",
     "cli",

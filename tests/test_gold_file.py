@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from memjudge.annotate.gold import GoldWriter, gold_raters, read_gold_rows, repair_tail
 from memjudge.annotate.items import load_items
-from memjudge.annotate.server import Session, create_app
+from memjudge.web.annotate import Session, create_app
 from memjudge.cli import main
 from memjudge.errors import InputError
 from memjudge.formats import read_gold, read_labels
@@ -334,7 +334,7 @@ def test_annotate_gold_feeds_calibrate(tmp_path, items, capsys):
 
 
 def test_binds_to_loopback_by_default():
-    from memjudge.annotate.server import bind, url_for
+    from memjudge.web.app import bind, url_for
     from memjudge.cli import build_parser
 
     args = build_parser().parse_args(["annotate", "items.jsonl", "--out", "gold.jsonl"])
