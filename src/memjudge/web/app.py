@@ -65,21 +65,26 @@ def forbidden_page(command: str) -> HTMLResponse:
                         f"<code>memjudge {command}</code> printed (it carries this run's token).</p>", status_code=403)
 
 
-def served_page(template: str) -> HTMLResponse:
-    """The page with a fresh nonce on its inline script and style, and the CSP that allows only them."""
+def served_page(template: str, boot=None) -> HTMLResponse:
+    """The page with a fresh nonce on its inline script and style, and the CSP that allows only
+    them; `boot` (any JSON) fills the page's `{{BOOT}}` data element, after the nonce, so data
+    never meets a placeholder."""
     nonce = secrets.token_urlsafe(16)
     csp = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; connect-src 'self'; "
            "img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-    return HTMLResponse(template.replace("{{NONCE}}", nonce), headers={"Content-Security-Policy": csp})
+    html = template.replace("{{NONCE}}", nonce)
+    if boot is not None:
+        html = html.replace("{{BOOT}}", embed_json(boot), 1)
+    return HTMLResponse(html, headers={"Content-Security-Policy": csp})
 
 
 _INLINE = re.compile(r"<(script|style) nonce=\"\{\{NONCE\}\}\">(.*?)</\1>", re.S)
 
 
-def standalone_page(template: str) -> str:
+def standalone_page(template: str, boot) -> str:
     """The page for a file opened from disk: no server to send a header, so the CSP is a meta
     element allowing its own inline script and style by their sha256 and nothing else (no
-    connect-src: the file cannot make a request)."""
+    connect-src: the file cannot make a request). `boot` fills `{{BOOT}}` as in `served_page`."""
     hashes: dict[str, list[str]] = {"script": [], "style": []}
 
     def strip(m: re.Match) -> str:
@@ -90,7 +95,8 @@ def standalone_page(template: str) -> str:
     html = _INLINE.sub(strip, template)
     csp = (f"default-src 'none'; script-src {' '.join(hashes['script'])}; style-src {' '.join(hashes['style'])}; "
            "img-src 'none'; base-uri 'none'; form-action 'none'")
-    return html.replace("<head>", f'<head>\n<meta http-equiv="Content-Security-Policy" content="{csp}">', 1)
+    html = html.replace("<head>", f'<head>\n<meta http-equiv="Content-Security-Policy" content="{csp}">', 1)
+    return html.replace("{{BOOT}}", embed_json(boot), 1)
 
 
 def embed_json(data) -> str:

@@ -1,0 +1,275 @@
+"""`memjudge view` in a real headless Chromium (the system package, driven by Playwright), as
+tests/test_annotate.py drives annotate: the server runs as `python -m memjudge view ...` in a
+subprocess and is killed with SIGKILL to prove a recorded gold label is on disk.
+
+The runs: a simulated corpus of 6 personas scored by sim:paper (run `paper`), sim:noisy (run
+`noisy`, with a few rows turned into errors) and sim:paper again with another seed (run
+`again`: the same judge in two runs, for "changed between runs"), two replicates each; compare
+and noise on `paper`. Every count the page shows is checked against the labels computed here.
+Skipped only when /usr/bin/chromium is absent; MEMJUDGE_REQUIRE_CHROMIUM=1 (CI) fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import _PROVIDER_ENV, ROOT
+from memjudge.cli import main
+from memjudge.formats import read_candidates, read_labels, read_sources
+from memjudge.gate import load_policy
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+JUDGES = """
+[[judge]]
+spec = "sim:paper"
+[judge.options]
+truth = "{sim}"
+seed = {seed}
+
+[[judge]]
+spec = "sim:noisy"
+[judge.options]
+truth = "{sim}"
+"""
+
+
+def _jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _score(sim: Path, judge: str, out: Path, seed: int = 0):
+    toml = out.parent / f"judges-{seed}.toml"
+    toml.write_text(JUDGES.format(sim=sim, seed=seed), encoding="utf-8")
+    assert main(["score", str(sim / "candidates.jsonl"), "--sources", str(sim / "sources.jsonl"), "--judge", judge,
+                 "--judges-file", str(toml), "--replicates", "2", "--out", str(out), "--no-progress", "--quiet"]) == 0
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("view")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in _PROVIDER_ENV:
+            mp.delenv(name, raising=False)
+        mp.setenv("MEMJUDGE_NO_DOTENV", "1")
+        mp.setenv("MEMJUDGE_CACHE_DIR", str(base / "cache"))
+        mp.chdir(base)
+        sim = base / "sim"
+        assert main(["simulate", "--personas", "6", "--out", str(sim)]) == 0
+        _score(sim, "sim:paper", base / "paper")
+        _score(sim, "sim:noisy", base / "noisy")
+        _score(sim, "sim:paper", base / "again", seed=1)
+        # three items of the noisy run get no valid answer in replicate 1 (a truncated answer)
+        path = base / "noisy" / "labels.jsonl"
+        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+        broken = 0
+        for r in rows:
+            if r["replicate"] == 1 and broken < 3 and r["assertion_id"].endswith("3"):
+                r["verdict"], r["error"], broken = None, "truncated: max_output_tokens reached", broken + 1
+        _jsonl(path, rows)
+        assert main(["compare", str(sim / "candidates.jsonl"), "--labels", str(base / "paper" / "labels.jsonl"),
+                     "--out", str(base / "paper"), "--export-policy", str(base / "paper" / "policy.json"),
+                     "--repeats", "1"]) == 0
+        assert main(["noise", str(base / "paper" / "labels.jsonl"), str(base / "noisy" / "labels.jsonl"),
+                     "--out", str(base / "paper"), "--bootstrap", "20"]) == 0
+    truth = read_labels(sim / "labels.jsonl")
+    gold = [{"assertion_id": a, "verdict": v, "annotator": "sim", "note": None, "labelled_at": "2026-01-01T00:00:00Z"}
+            for a, v in zip(truth["assertion_id"][:60], truth["verdict"][:60])]
+    _jsonl(base / "gold.jsonl", gold)
+    return base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        if os.environ.get("MEMJUDGE_REQUIRE_CHROMIUM"):
+            pytest.fail(f"{CHROMIUM} is absent but MEMJUDGE_REQUIRE_CHROMIUM is set (CI must run the browser tests)")
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium; .ci/run does)")
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)  # a loaded 2-core machine; waits end as soon as the page is there
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class View:
+    """`python -m memjudge view ARGS` in a subprocess; `url` is the first line of its stdout."""
+
+    def __init__(self, *args, cwd=None):
+        env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_ENV}
+        env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen([sys.executable, "-m", "memjudge", "view", *map(str, args), "--port", "0", "--no-browser"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        if not ready:
+            self.kill()
+            pytest.fail("memjudge view printed no URL within 120 s")
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url:
+            self.proc.wait(10)
+            pytest.fail(f"memjudge view exited {self.proc.returncode}: {self.proc.stderr.read()}")
+        self.base, self.token = self.url.split("/?token=")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def post(self, body: dict, token: str | None) -> int:
+        headers = {"Content-Type": "application/json", **({"X-Memjudge-Token": token} if token is not None else {})}
+        req = urllib.request.Request(self.base + "/api/gold", data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+
+def _expected(base: Path) -> dict:
+    """Every filter's count, from the labels (pandas), the policy file (the gate) and noise.json."""
+    cand = read_candidates(base / "sim" / "candidates.jsonl")
+    src = read_sources(base / "sim" / "sources.jsonl").set_index("persona_id")["source"]
+    lab = {run: read_labels(base / run / "labels.jsonl") for run in ("paper", "noisy", "again")}
+    r0 = {run: df[df["replicate"] == 0].set_index("assertion_id")["verdict"] for run, df in lab.items()}
+    frame = pd.DataFrame(r0).reindex(cand["assertion_id"])
+    n_distinct = frame.apply(lambda row: row.dropna().nunique(), axis=1)
+    noise = {j["judge"]: j for j in json.loads((base / "paper" / "noise.json").read_text())["judges"]}
+    gold = pd.read_json(base / "gold.jsonl", lines=True).set_index("assertion_id")["verdict"]
+    mism = sum(any(v is not None and v == v and v != gold[a] for v in frame.loc[a]) for a in gold.index)
+    policy = load_policy(base / "paper" / "policy.json")
+    changed = ((frame["paper"] != frame["again"]) & frame["paper"].notna() & frame["again"].notna()).sum()
+    q = "garden"
+    text_hit = cand["text"].str.lower().str.contains(q) | cand["persona_id"].map(src).str.lower().str.contains(q)
+    return {
+        "all": len(cand),
+        "values": int((cand["category"] == "values").sum()),
+        "paper_unsupported": int((r0["paper"] == "unsupported").sum()),
+        # noise.json: items with >= 2 valid replicates x the any-flip rate = the items with a flip
+        "paper_flips": round(noise["sim:paper"]["items"] * noise["sim:paper"]["any_flip_rate"]["value"]),
+        "noisy_flips": round(noise["sim:noisy"]["items"] * noise["sim:noisy"]["any_flip_rate"]["value"]),
+        "disagree": int((n_distinct > 1).sum()),
+        "disagree_values": int(((n_distinct > 1) & (cand.set_index("assertion_id")["category"] == "values")).sum()),
+        "errors": int(lab["noisy"]["verdict"].isna().groupby(lab["noisy"]["assertion_id"]).any().sum()),
+        "gold_mismatch": int(mism),
+        "changed": int(changed),
+        "keeps": sum(policy.admit(c, x) for c, x in zip(cand["category"], cand["confidence"])),
+        "conf": int(((cand["confidence"] >= 0.5) & (cand["confidence"] <= 0.9)).sum()),
+        "q": int(text_hit.sum()),
+    }
+
+
+def _count(page, fragment: str) -> int:
+    """Follow a link to `fragment` in the open page; the count it shows."""
+    before = int(page.evaluate("document.body.dataset.applied || 0"))
+    page.evaluate("(f) => { location.hash = f; }", fragment)
+    page.wait_for_function("(n) => Number(document.body.dataset.applied) > n && !document.body.dataset.busy", arg=before)
+    return int(page.locator("[data-testid=count]").inner_text())
+
+
+def test_filters_deep_links_keys_and_gold(browser, runs):
+    from playwright.sync_api import expect
+
+    want = _expected(runs)
+    assert want["paper_flips"] > 0 and want["errors"] == 3 and want["disagree"] > 0 and want["changed"] > 0
+    gold = runs / "gold.jsonl"
+    before = gold.read_bytes()
+    server = View(runs / "paper", runs / "noisy", runs / "again", "--gold", gold, "--annotator", "tester")
+    assert server.url.startswith("http://127.0.0.1:")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        page.goto(server.url)
+        page.wait_for_function("() => document.body.dataset.ready === '1'")
+        assert int(page.locator("[data-testid=count]").inner_text()) == want["all"]
+        # each filter alone, then two combined; the judges shown decide disagree/flips/errors
+        assert _count(page, "#category=values") == want["values"]
+        assert _count(page, "#judges=paper%2Fsim%3Apaper&v.paper%2Fsim%3Apaper=unsupported") == want["paper_unsupported"]
+        assert _count(page, "#judges=paper%2Fsim%3Apaper&flips=1") == want["paper_flips"]
+        assert _count(page, "#judges=sim%3Anoisy&flips=1") == want["noisy_flips"]
+        assert _count(page, "#disagree=1") == want["disagree"]
+        assert _count(page, "#disagree=1&category=values") == want["disagree_values"]
+        assert _count(page, "#errors=1") == want["errors"]
+        assert _count(page, "#gold_mismatch=1") == want["gold_mismatch"]
+        assert _count(page, "#changed=1") == want["changed"]
+        assert _count(page, "#p.paper%2Fpolicy=keeps") == want["keeps"]
+        assert _count(page, "#p.paper%2Fpolicy=drops") == want["all"] - want["keeps"]
+        assert _count(page, "#cmin=0.5&cmax=0.9") == want["conf"]
+        assert _count(page, "#q=garden") == want["q"]
+
+        # the controls write the fragment: a link reproduces the view
+        _count(page, "#category=values")
+        page.check("#errors")
+        page.wait_for_function("() => location.hash.includes('errors=1')")
+        assert "category=values" in page.evaluate("location.hash")
+
+        # a deep link opens an item; its evidence quote is highlighted in the source
+        lab = read_labels(runs / "paper" / "labels.jsonl")
+        ev = lab[(lab["replicate"] == 0) & lab["evidence"].fillna("").str.len().gt(20)].iloc[0]
+        _count(page, f"#item={ev['assertion_id']}")
+        expect(page.locator("body")).to_have_attribute("data-item", ev["assertion_id"])
+        expect(page.locator("#d-source mark").first).to_have_text(ev["evidence"])
+        expect(page.locator("#d-judges")).to_contain_text("found in the source (highlighted)")
+
+        # keyboard: Esc clears, j/k walk the list, / goes to the search box
+        ids = read_candidates(runs / "sim" / "candidates.jsonl")["assertion_id"].tolist()
+        page.locator("body").press("Escape")
+        expect(page.locator("[data-testid=count]")).to_have_text(str(want["all"]))
+        expect(page.locator("body")).to_have_attribute("data-item", "")
+        page.keyboard.press("j")
+        expect(page.locator("body")).to_have_attribute("data-item", ids[0])
+        page.keyboard.press("j")
+        page.keyboard.press("j")
+        page.keyboard.press("k")  # keys pressed while an item loads are queued, not lost
+        expect(page.locator("body")).to_have_attribute("data-item", ids[1])
+        assert page.evaluate("location.hash") == f"#item={ids[1]}"
+        page.keyboard.press("/")
+        assert page.evaluate("document.activeElement.id") == "q"
+        page.keyboard.type("j")  # typing in the box is no shortcut
+        page.keyboard.press("Escape")
+
+        # an error item shows its error, never a blank or a label
+        _count(page, "#errors=1")
+        page.keyboard.press("j")
+        expect(page.locator("#d-judges")).to_contain_text("no valid answer: truncated: max_output_tokens reached")
+
+        # record a gold label, then kill -9 the server: the row is on disk
+        first = page.locator("body").get_attribute("data-item")
+        page.keyboard.press("n")
+        page.keyboard.type("checked by hand")
+        page.keyboard.press("Escape")
+        page.keyboard.press("u")
+        expect(page.locator("#status")).to_contain_text("saved: " + first)
+        # refused: no token, a wrong one, a bad verdict, an unknown item; nothing written
+        size = gold.stat().st_size
+        assert server.post({"assertion_id": first, "verdict": "supported"}, None) == 403
+        assert server.post({"assertion_id": first, "verdict": "supported"}, "x" * len(server.token)) == 403
+        assert server.post({"assertion_id": first, "verdict": "maybe"}, server.token) == 400
+        assert server.post({"assertion_id": "nope", "verdict": "supported"}, server.token) == 400
+        assert gold.stat().st_size == size
+        server.kill()
+        assert dialogs == []
+    finally:
+        page.close()
+        server.kill()
+    rows = [json.loads(x) for x in gold.read_text(encoding="utf-8").splitlines()]
+    assert gold.read_bytes().startswith(before)
+    assert rows[-1]["assertion_id"] == first and rows[-1]["verdict"] == "unsupported"
+    assert rows[-1]["annotator"] == "tester" and rows[-1]["note"] == "checked by hand"
