@@ -273,3 +273,151 @@ def test_filters_deep_links_keys_and_gold(browser, runs):
     assert gold.read_bytes().startswith(before)
     assert rows[-1]["assertion_id"] == first and rows[-1]["verdict"] == "unsupported"
     assert rows[-1]["annotator"] == "tester" and rows[-1]["note"] == "checked by hand"
+
+
+def _offline_page(browser, url: str):
+    """A page in which every request but the file itself is aborted and recorded."""
+    ctx = browser.new_context()
+    blocked: list[str] = []
+
+    def route(r):
+        if r.request.url.split("#")[0] == url.split("#")[0]:
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+
+    ctx.route("**/*", route)
+    page = ctx.new_page()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    return ctx, page, blocked, requests
+
+
+def test_exported_file_works_offline(browser, runs, tmp_path, capsys):
+    from playwright.sync_api import expect
+
+    want = _expected(runs)
+    out = tmp_path / "view.html"
+    assert main(["view", str(runs / "paper"), str(runs / "noisy"), str(runs / "again"), "--gold", str(runs / "gold.jsonl"),
+                 "--export", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"wrote {out}") and f"{want['all']:,} of {want['all']:,} items" in said
+    html = out.read_text(encoding="utf-8")
+    assert 'http-equiv="Content-Security-Policy"' in html and "connect-src" not in html and "http://" not in html
+    url = out.as_uri()
+    ctx, page, blocked, requests = _offline_page(browser, url)
+    try:
+        page.goto(url + "#disagree=1&category=values")
+        page.wait_for_function("() => document.body.dataset.ready === '1'")
+        assert int(page.locator("[data-testid=count]").inner_text()) == want["disagree_values"]
+        assert _count(page, "#gold_mismatch=1") == want["gold_mismatch"]
+        assert _count(page, "#changed=1") == want["changed"]
+        lab = read_labels(runs / "paper" / "labels.jsonl")
+        ev = lab[(lab["replicate"] == 0) & lab["evidence"].fillna("").str.len().gt(20)].iloc[-1]
+        _count(page, f"#item={ev['assertion_id']}")
+        expect(page.locator("#d-source mark").first).to_have_text(ev["evidence"])
+        expect(page.locator("#record")).to_be_hidden()  # read-only
+        page.keyboard.press("u")
+        assert blocked == [] and requests == [url.split("#")[0]]
+    finally:
+        ctx.close()
+
+    # more items than the limit: the file says how many it kept
+    assert main(["view", str(runs / "paper"), "--export", str(tmp_path / "few.html"), "--limit", "50"]) == 0
+    assert f"50 of {want['all']:,} items (the first 50" in capsys.readouterr().out
+
+
+HOSTILE_TEXT = [
+    "<img src=x onerror=alert(1)>",
+    "</script><script>alert(2)</script>",
+    '<a href="javascript:alert(3)">click me</a> javascript:alert(3)',
+    "The user \u202eseirots\u202c lives in \u2067Geneva\u2069",
+]
+
+
+def test_hostile_text_never_runs(browser, tmp_path, capsys):
+    from playwright.sync_api import expect
+
+    long_line = "The user writes " + "a" * 10_000_000 + " end"
+    src = {"p0": "I said <script>alert(5)</script> and <img src=x onerror=alert(6)> javascript:alert(7)\n" + long_line,
+           "p1": "Nothing to see \u202e here."}
+    cands = [{"assertion_id": f"h{i}", "persona_id": f"p{i % 2}", "category": "facts", "confidence": 0.5, "text": t}
+             for i, t in enumerate(HOSTILE_TEXT)]
+    run = tmp_path / "run"
+    run.mkdir()
+    _jsonl(tmp_path / "cands.jsonl", cands)
+    _jsonl(tmp_path / "sources.jsonl", [{"persona_id": p, "source": s} for p, s in src.items()])
+    (run / "config.json").write_text(json.dumps({"inputs": {"candidates": {"path": str(tmp_path / "cands.jsonl")},
+                                                            "sources": {"path": str(tmp_path / "sources.jsonl")}}}))
+    _jsonl(run / "labels.jsonl", [
+        {"assertion_id": c["assertion_id"], "persona_id": c["persona_id"], "category": "facts", "judge": "sim:x",
+         "rubric": "support", "replicate": 0, "verdict": "supported",
+         "evidence": "<script>alert(5)</script>" if c["persona_id"] == "p0" else None,
+         "rationale": "<img src=x onerror=fetch('http://127.0.0.1:9/')>", "error": None,
+         "model_version": '<a href="javascript:alert(8)">m</a>'} for c in cands])
+    server = View(run)
+    page = browser.new_page()
+    dialogs, requests, navigations = [], [], []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("framenavigated", lambda f: navigations.append(f.url))
+    try:
+        page.goto(server.url)
+        page.wait_for_function("() => document.body.dataset.ready === '1'")
+        for c in cands:
+            _count(page, f"#item={c['assertion_id']}")
+            expect(page.locator("#d-text")).to_have_text(c["text"])
+        _count(page, "#item=h0")
+        expect(page.locator("#d-source mark").first).to_have_text("<script>alert(5)</script>")
+        expect(page.locator("#d-source")).to_contain_text("a" * 1000)
+        page.locator("#d-text").click()
+        page.locator("#rows tr").nth(2).click()
+        assert page.locator("img, a, iframe, object, embed").count() == 0
+        assert page.locator("script").count() == 2  # the page's own script and its data element
+        assert dialogs == [] and {u.split("#")[0] for u in navigations} == {server.url}  # fragment moves only
+        assert all(u.startswith(server.base + "/") for u in requests)
+    finally:
+        page.close()
+        server.kill()
+
+    out = tmp_path / "hostile.html"
+    assert main(["view", str(run), "--export", str(out)]) == 0
+    capsys.readouterr()
+    url = out.as_uri()
+    ctx, page, blocked, requests = _offline_page(browser, url)
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        page.goto(url + "#item=h1")
+        page.wait_for_function("() => document.body.dataset.ready === '1'")
+        expect(page.locator("#d-text")).to_have_text(HOSTILE_TEXT[1])
+        assert int(page.locator("[data-testid=count]").inner_text()) == len(cands)
+        assert page.locator("img, a, iframe").count() == 0 and page.locator("script").count() == 2
+        assert dialogs == [] and blocked == [] and requests == [url]
+    finally:
+        ctx.close()
+
+
+def test_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, capsys):
+    out = tmp_path / "out.html"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["view", str(empty), "--export", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{empty}: no labels file") and "\n" not in err
+
+    few = tmp_path / "few.jsonl"
+    lines = (runs / "sim" / "candidates.jsonl").read_text(encoding="utf-8").splitlines()
+    few.write_text("\n".join(lines[:10]) + "\n", encoding="utf-8")
+    assert main(["view", str(runs / "paper"), "--candidates", str(few), "--export", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{runs / 'paper' / 'labels.jsonl'}:") and "which the candidates file" in err and "\n" not in err
+
+    gold = _jsonl(tmp_path / "gold.jsonl", [{"assertion_id": "p001-a001", "verdict": "supported", "annotator": "a"},
+                                            {"assertion_id": "nobody", "verdict": "supported", "annotator": "a"}])
+    before = gold.read_bytes()
+    assert main(["view", str(runs / "paper"), "--gold", str(gold), "--export", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"{gold}:2: names assertion 'nobody', which is not among the runs' items"
+    assert gold.read_bytes() == before and not out.exists()
