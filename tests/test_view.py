@@ -421,3 +421,13 @@ def test_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == f"{gold}:2: names assertion 'nobody', which is not among the runs' items"
     assert gold.read_bytes() == before and not out.exists()
+
+
+def test_report_names_the_items_and_the_view_command(runs):
+    want = _expected(runs)
+    assert main(["report", str(runs / "paper"), "--format", "html"]) == 0
+    html = (runs / "paper" / "report.html").read_text(encoding="utf-8")
+    assert "memjudge view paper" in html
+    assert f"Items behind these figures: {want['all']:,} candidates (judge sim:paper)" in html
+    noise = {j["judge"]: j for j in json.loads((runs / "paper" / "noise.json").read_text())["judges"]}
+    assert f"sim:paper {noise['sim:paper']['items']:,} items with two valid replicates, {want['paper_flips']:,} of them flip" in html
