@@ -315,6 +315,13 @@ def test_exported_file_works_offline(browser, runs, tmp_path, capsys):
         assert int(page.locator("[data-testid=count]").inner_text()) == want["disagree_values"]
         assert _count(page, "#gold_mismatch=1") == want["gold_mismatch"]
         assert _count(page, "#changed=1") == want["changed"]
+        cand = read_candidates(runs / "sim" / "candidates.jsonl")
+        for sort, order in (("-confidence", cand.sort_values("confidence", ascending=False, kind="stable")),
+                            ("confidence", cand.sort_values("confidence", kind="stable")),
+                            ("persona", cand.sort_values("persona_id", kind="stable"))):
+            _count(page, f"#category=values&sort={sort}")
+            ids = page.locator("#rows tr").evaluate_all("rows => rows.map(r => r.dataset.id)")
+            assert ids == order.loc[order["category"] == "values", "assertion_id"].tolist()[:200]
         lab = read_labels(runs / "paper" / "labels.jsonl")
         ev = lab[(lab["replicate"] == 0) & lab["evidence"].fillna("").str.len().gt(20)].iloc[-1]
         _count(page, f"#item={ev['assertion_id']}")
