@@ -29,7 +29,7 @@ LABEL_KEYS = ("assertion_id", "persona_id", "category", "judge", "rubric", "repl
 NO_ROW, NULL = "_", "-"
 
 
-def _codes(codes: np.ndarray, names: list[str] | None = None) -> str:
+def _codes(codes: np.ndarray) -> str:
     """-2 → '_', -1 → '-', k → chr(48 + k)."""
     out = np.where(codes >= 0, codes + 48, np.where(codes == -1, ord(NULL), ord(NO_ROW))).astype(np.uint32)
     return out.tobytes().decode("utf-32-le") if len(out) else ""
@@ -105,15 +105,18 @@ class Index:
                 codes[self.item_of_row[sel]] = vcode[sel]
                 per_rep.append(_codes(codes))
             r0 = rows[lab["replicate"].to_numpy()[rows] == c.replicates[0]]
-            score = [None] * self.n
-            for i, s in zip(self.item_of_row[r0], lab["judge_score"].to_numpy()[r0]):
-                score[i] = _num(s)
+            raw = pd.to_numeric(lab["judge_score"].to_numpy()[r0], errors="coerce").astype(np.float64)
+            score: list | None = None  # null when the judge gives no score at all (most judges): less to send
+            if np.isfinite(raw).any():
+                score = [None] * self.n
+                for i, x in zip(self.item_of_row[r0], raw):
+                    score[i] = _num(x)
             flips = item_flips(lab[mask])
-            flag = np.full(self.n, -2, dtype=np.int64)
+            flag = np.full(self.n, ord("."), dtype=np.uint32)
             ok = flips["any_flip"].notna().to_numpy()
             pos = flips["assertion_id"].map(self.position).to_numpy(dtype=np.int64)
-            flag[pos[ok]] = flips["any_flip"].to_numpy()[ok].astype(np.int64)
-            flip = "".join("1" if f == 1 else "0" if f == 0 else "." for f in flag)
+            flag[pos[ok]] = np.where(flips["any_flip"].to_numpy()[ok] == 1, ord("1"), ord("0"))
+            flip = flag.tobytes().decode("utf-32-le")
             out.append({"key": c.key, "run": c.run, "judge": c.judge, "rubric": c.rubric, "replicates": c.replicates,
                         "verdicts": per_rep, "score": score, "flip": flip})
         return out
