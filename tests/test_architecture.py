@@ -39,7 +39,8 @@ SHARED_PRIVATE = {"memjudge._util", "memjudge._rubrics"}  # private by name, sha
 # package's own __init__, the public API). simulation sits below judges: the simulated judge
 # reads a corpus's truth (judges/sim.py). annotate and importers need only formats; importers
 # sit above annotate (the Label Studio importer writes a gold file the annotate way). diff
-# compares two runs' labels with the statistics below it; reporting shows its diff.json.
+# compares two runs' labels with the statistics below it; reporting shows its diff.json. web (the
+# pages of annotate and view) reads runs the way the analyses do: above them and the gold file.
 LAYERS = [
     "errors",
     "_util",
@@ -54,6 +55,7 @@ LAYERS = [
     "diff",
     "annotate",
     "importers",
+    "web",
     "reporting",
     "demo",
     "cli",

@@ -19,10 +19,10 @@ from starlette.testclient import TestClient
 
 from memjudge.annotate.gold import GoldWriter, gold_raters, read_gold_rows, repair_tail
 from memjudge.annotate.items import load_items
-from memjudge.annotate.server import Session, create_app
 from memjudge.cli import main
 from memjudge.errors import InputError
 from memjudge.formats import read_gold, read_labels
+from memjudge.web.annotate import Session, create_app
 
 N = 24
 RNG = np.random.default_rng(7)
@@ -334,8 +334,8 @@ def test_annotate_gold_feeds_calibrate(tmp_path, items, capsys):
 
 
 def test_binds_to_loopback_by_default():
-    from memjudge.annotate.server import bind, url_for
     from memjudge.cli import build_parser
+    from memjudge.web.app import bind, url_for
 
     args = build_parser().parse_args(["annotate", "items.jsonl", "--out", "gold.jsonl"])
     assert (args.host, args.port, args.no_browser, args.show_judge) == ("127.0.0.1", 8765, False, None)

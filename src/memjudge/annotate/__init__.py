@@ -4,7 +4,7 @@
   moves on; the latest row per (assertion_id, annotator) counts) and its readers.
 - `items`: what is labelled — a candidates-like file with its sources and, on request, the
   judge's verdicts.
-- `server`: the Starlette app and the uvicorn runner behind `memjudge annotate`.
+- the page and its server are the annotate mode of `memjudge.web`.
 - `label_studio`: tasks JSON + labelling config for Label Studio, and its JSON export read
   back as a gold file (`memjudge import label-studio`).
 """

@@ -335,19 +335,11 @@ def cmd_annotate(args) -> int:
         print(f"wrote {len(items):,} Label Studio tasks to {tasks_path} and their labelling config to {config}")
         print("  then: memjudge import label-studio EXPORT.json --out GOLD.jsonl (Label Studio: Export → JSON)")
         return 0
-    import getpass
+    from memjudge.web.annotate import Session, serve
+    from memjudge.web.app import annotator_name, check_port
 
-    from memjudge.annotate.server import Session, serve
-
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be in 0..65535, got {args.port}")
-    annotator = args.annotator
-    if annotator is None:
-        try:
-            annotator = getpass.getuser()
-        except (OSError, KeyError):  # no login name (some containers)
-            raise UsageError("no login name to use as the annotator: give --annotator NAME") from None
-    session = Session(items, args.out, annotator, judge=judge_views(args.show_judge) if args.show_judge else None)
+    check_port(args.port)
+    session = Session(items, args.out, annotator_name(args.annotator), judge=judge_views(args.show_judge) if args.show_judge else None)
     if session.writer.repaired:
         print(f"memjudge: {args.out}: {session.writer.repaired}", file=sys.stderr, flush=True)
     serve(session, args.host, args.port, open_browser=not args.no_browser)

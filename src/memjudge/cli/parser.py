@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from memjudge._util import registry  # standard library only: --help lists names without pandas
+from memjudge.cli import view
 from memjudge.cli.commands import (
     cmd_agreement,
     cmd_annotate,
@@ -268,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--show-judge", nargs="+", metavar="LABELS", help="show these labels files' verdicts and evidence (not blind)")
     an.add_argument("--export", choices=["label-studio"], help="write Label Studio tasks (--out TASKS.json) and their labelling config instead of serving")
     an.set_defaults(func=cmd_annotate)
+
+    view.add_parser(sub)  # memjudge view: memjudge.cli.view
 
     # --- panel -------------------------------------------------------------------------
     pn = sub.add_parser("panel", help="consensus verdicts of several judges and each judge's error rates without gold")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from memjudge._util.text import MISSING, coef, count, num, pct
 from memjudge.errors import UsageError
+from memjudge.reporting.behind import items_behind, view_command
 from memjudge.reporting.blocks import (
     Bullets,
     FigureBlock,
@@ -81,7 +82,7 @@ def signed(v) -> str:
 def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list, list[str], list[str]]:
     blocks: list = [Heading("memjudge report", 1),
                     Para(f"Run directory: {run.path.resolve().name}. Every number below is read from the JSON "
-                         "files in that directory; none is recomputed here.")]
+                         "files in that directory; none is recomputed here."), view_command(run)]
     inv, present, absent = inventory(run)
     done = what_was_done(run)
     if done:
@@ -110,6 +111,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         blocks.append(Heading("Retention policies"))
         if cmp_:
             blocks.append(table1_ppi(table1(cmp_, run=run), cmp_, simulated_gold(run)))
+            blocks += items_behind(run, "compare")
         fig("faithfulness_vs_coverage")
         fig("fold_differences")
     blocks += corrected_section(run, figures)
@@ -123,11 +125,11 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
             blocks.append(ct)
     if run.get("noise"):
         blocks.append(Heading("Judge noise"))
-        blocks += noise_tables(run)
+        blocks += noise_tables(run) + items_behind(run, "noise")
         fig("flip_rate")
     if run.get("agreement"):
         blocks.append(Heading("Agreement between judges"))
-        blocks += agreement_tables(run)
+        blocks += agreement_tables(run) + items_behind(run, "agreement")
         fig("agreement")
     blocks += panel_blocks(run, figures)
     q = run.get("judge_quality")

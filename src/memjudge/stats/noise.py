@@ -158,6 +158,24 @@ def _copied_judges(labels: pd.DataFrame) -> set[tuple[str, str]]:
     return {(str(key[0]), str(key[1])) for key, v in cast(Any, copied).items() if v}
 
 
+def item_flips(labels: pd.DataFrame) -> pd.DataFrame:
+    """One row per (judge, rubric, assertion_id) with a valid verdict, in order of first
+    appearance: `valid` (number of non-null replicates), `flip` (the flip probability) and
+    `any_flip` (1.0 when its valid replicates are not all equal); both NaN below two valid
+    replicates. `noise` averages these; `memjudge view` shows the items behind them."""
+    valid = labels[labels["verdict"].notna()]
+    # One count row per (judge, rubric, item): n_k per label, built in one bincount.
+    key_cols = ["judge", "rubric", "assertion_id"]
+    # ngroup(sort=False) numbers keys in order of first appearance, as drop_duplicates lists them.
+    key_code = valid.groupby(key_cols, sort=False).ngroup().to_numpy()
+    per_item = valid[key_cols].drop_duplicates().reset_index(drop=True)
+    label_code, label_names = pd.factorize(valid["verdict"])
+    q = max(len(label_names), 1)
+    counts = np.bincount(key_code * q + label_code, minlength=len(per_item) * q).reshape(len(per_item), q)
+    flip, anyf, n = item_flip(counts)
+    return per_item.assign(valid=n.astype(np.int64), flip=flip, any_flip=anyf)
+
+
 def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResult:
     """Re-score noise of every (judge, rubric) in a labels frame (memjudge.formats.read_labels).
 
@@ -177,16 +195,8 @@ def noise(labels: pd.DataFrame, seed: int = 0, B: int = B_DEFAULT) -> NoiseResul
     n_p = len(personas)
     weights = cluster_weights(n_p, B, seed) if n_p >= 2 else None
 
-    valid = df[df["verdict"].notna()]
-    # One count row per (judge, rubric, item): n_k per label, built in one bincount.
-    key_cols = ["judge", "rubric", "assertion_id"]
-    # ngroup(sort=False) numbers keys in order of first appearance, as drop_duplicates lists them.
-    key_code = valid.groupby(key_cols, sort=False).ngroup().to_numpy()
-    per_item = valid[key_cols].drop_duplicates().reset_index(drop=True)
-    label_code, label_names = pd.factorize(valid["verdict"])
-    q = max(len(label_names), 1)
-    counts = np.bincount(key_code * q + label_code, minlength=len(per_item) * q).reshape(len(per_item), q)
-    flip, anyf, _ = item_flip(counts)
+    per_item = item_flips(df)
+    flip, anyf = per_item["flip"].to_numpy(), per_item["any_flip"].to_numpy()
     first = df.drop_duplicates("assertion_id").set_index("assertion_id")
     persona = np.searchsorted(personas, first.loc[per_item["assertion_id"], "persona_id"].astype(str).to_numpy()).astype(np.int64)
     category = first.loc[per_item["assertion_id"], "category"].astype(str).to_numpy()
