@@ -26,6 +26,7 @@ from memjudge.cli.commands import (
     cmd_score,
     cmd_simulate,
 )
+from memjudge.cli.inputs import add_map
 from memjudge.errors import UsageError
 
 __all__ = ["build_parser"]
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_verbosity(s)
     s.add_argument("--json", action="store_true", help="print the run's summary as JSON")
+    add_map(s, "candidates")
     s.set_defaults(func=cmd_score)
 
     # --- cache -------------------------------------------------------------------------
@@ -152,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     a.add_argument("--out", metavar="RUN_DIR", help="write agreement.json there (for memjudge report)")
     a.add_argument("--json", action="store_true", help="print the JSON instead of the tables")
+    add_map(a, "gold")
     a.set_defaults(func=cmd_agreement)
 
     # --- compare -----------------------------------------------------------------------
@@ -179,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "sample` file is weighted by its inclusion_prob): held-out faithfulness also "
                                   "estimated by PPI++ (thresholds still fitted on the judge's labels)")
     m.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
+    add_map(m, "candidates")
     m.set_defaults(func=cmd_compare)
 
     # --- robustness --------------------------------------------------------------------
@@ -197,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     r.add_argument("--gold", help="hand labels: each judge's held-out faithfulness also estimated by PPI++")
     r.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
+    add_map(r, "candidates")
     r.set_defaults(func=cmd_robustness)
 
     # --- report ------------------------------------------------------------------------
@@ -241,14 +246,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="give this category a threshold of its own, chosen on its items (repeatable; "
                          "the plain threshold is then chosen on the other categories)")
     cb.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_map(cb, "gold")
     cb.set_defaults(func=cmd_calibrate)
 
     # --- import ------------------------------------------------------------------------
-    im = sub.add_parser("import", help="convert a public dataset into memjudge's formats")
-    im.add_argument("dataset", help=f"the dataset's name: {', '.join(registry.dataset_names())}")
-    im.add_argument("folder", help="the dataset's folder (or file)")
+    im = sub.add_parser("import", help="convert a public dataset or a memory system's export into memjudge's formats")
+    im.add_argument("dataset", help=f"the dataset's name: {', '.join(registry.dataset_names())}; or the memory system's: "
+                                    f"{', '.join(registry.memory_system_names())}")
+    im.add_argument("folder", help="the dataset's folder (or file); the memory system's export (JSON, JSONL, CSV or Parquet)")
     im.add_argument("--out", required=True, help="folder for candidates, sources, labels and import.json")
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_map(im, "candidates", handled=True)
     im.set_defaults(func=cmd_import)
 
     # --- annotate ----------------------------------------------------------------------
@@ -262,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
     an.add_argument("--show-judge", nargs="+", metavar="LABELS", help="show these labels files' verdicts and evidence (not blind)")
     an.add_argument("--export", choices=["label-studio"], help="write Label Studio tasks (--out TASKS.json) and their labelling config instead of serving")
+    add_map(an, "candidates")
     an.set_defaults(func=cmd_annotate)
 
     # --- panel -------------------------------------------------------------------------
@@ -278,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     pn.add_argument("--out", required=True, help="the panel's labels file (.jsonl, .csv, .parquet); panel.json is written beside it")
     pn.add_argument("--json", action="store_true", help="print panel.json to stdout")
+    add_map(pn, "gold")
     pn.set_defaults(func=cmd_panel)
 
     # --- batch -------------------------------------------------------------------------
@@ -306,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--top-up", help="an existing sample file: keep its rows and add --n new ones")
     sa.add_argument("--out", required=True, help="the sample file to write (.jsonl or .csv)")
     sa.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_map(sa, "candidates")
     sa.set_defaults(func=cmd_sample)
 
     # --- estimate ----------------------------------------------------------------------
@@ -324,5 +335,6 @@ def build_parser() -> argparse.ArgumentParser:
     es.add_argument("--half-width", type=float, help="target PPI++ interval half-width for --plan, e.g. 0.02")
     es.add_argument("--out", metavar="RUN_DIR", help="write estimate.json there (for memjudge report)")
     es.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    add_map(es, "gold")
     es.set_defaults(func=cmd_estimate)
     return p

@@ -117,7 +117,7 @@ def file_digest(path: str) -> str | None:
 
 
 def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, *, parquet, inputs, replicates,
-                  judges_file, argv, cache_dir, use_cache) -> None:
+                  judges_file, argv, cache_dir, use_cache, read_as=None) -> None:
     """The rows (JSONL, and Parquet if asked), the compacted journal (`kept`; None: the
     journal already holds exactly these answers) and config.json."""
     io.make_dir(out_dir)
@@ -139,7 +139,7 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
                   "config": judge.config.model_dump(mode="json"), "effective": judge.effective() or None},
         "rubric": rub.describe(),
         "replicates": replicates,
-        "inputs": {k: ({"path": v, "sha256": file_digest(v)} if v else None) for k, v in inputs.items()},
+        "inputs": {k: ({"path": v, "sha256": file_digest(v), **(read_as or {}).get(k, {})} if v else None) for k, v in inputs.items()},
         "judges_file": str(judges_file) if judges_file else None,
         "cache_dir": str(cache_dir) if cache_dir else None,
         "use_cache": use_cache,
