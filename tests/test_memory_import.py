@@ -292,8 +292,10 @@ def test_the_preset_mapping_can_be_overridden(tmp_path):
     path = dump(tmp_path / "mem0.json", {"results": [dict(m, metadata={"conf": 0.3}) for m in MEM0_DOC["results"]]})
     from memjudge.formats import parse_mappings
 
-    c = import_memories("mem0", path, mapping=parse_mappings(["confidence=metadata.conf,category=hash"], "candidates")).candidates
+    res = import_memories("mem0", path, mapping=parse_mappings(["confidence=metadata.conf,category=hash"], "candidates"))
+    c = res.candidates
     assert c["confidence"].tolist() == [0.3, 0.3]
+    assert res.summary()["confidence"] == {"with": 2, "note": "mapped: confidence=metadata.conf"}
     assert c["category"].tolist() == [m["hash"] for m in MEM0_DOC["results"]]
 
 

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from memjudge.errors import UsageError
 
 __all__ = ["add_map", "apply_maps", "cmd_import_memory"]
@@ -56,6 +54,4 @@ def cmd_import_memory(args) -> int:
     print(f"  confidence: {s['confidence']['with']:,} of {s['candidates']:,} have one ({s['confidence']['note']})")
     if s["extra_columns"]:
         print(f"  extra columns (carried into the labels): {', '.join(s['extra_columns'])}")
-    if s["sources"] is None:
-        print("  next: memjudge score " + s["files"]["candidates"] + " --sources CONVERSATION.jsonl --judge ...", file=sys.stderr)
     return 0

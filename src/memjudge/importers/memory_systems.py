@@ -110,6 +110,7 @@ class MemoryImport:
     candidates: pd.DataFrame
     sources: pd.DataFrame | None
     mapping: TableMap
+    confidence_note: str = ""
     files: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -122,7 +123,7 @@ class MemoryImport:
             "candidates": int(len(c)),
             "personas": int(c["persona_id"].nunique()),
             "categories": {str(k): int(v) for k, v in c["category"].value_counts().sort_index().items()},
-            "confidence": {"with": int(c["confidence"].notna().sum()), "note": self.system.confidence},
+            "confidence": {"with": int(c["confidence"].notna().sum()), "note": self.confidence_note or self.system.confidence},
             "extra_columns": extra,
             "sources": None if self.sources is None else int(len(self.sources)),
             "mapping": self.mapping.describe(),
@@ -166,7 +167,9 @@ def import_memories(system: str | Path, file, out=None, mapping: dict[str, Table
     if preset.messages is not None and _has_messages(path, preset.messages):
         smap = preset.messages.mapping.merged(mapping.get("sources", TableMap()))
         sources = read_sources(Table(path, smap, preset.messages.keys))
-    result = MemoryImport(preset, str(path), cands, sources, cmap)
+    override = mapping.get("candidates", TableMap())
+    note = f"mapped: confidence={override.describe()['confidence']}" if "confidence" in override.columns else ""
+    result = MemoryImport(preset, str(path), cands, sources, cmap, note)
     if out is not None:
         write_memory_import(result, out)
     return result
