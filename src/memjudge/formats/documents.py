@@ -17,7 +17,7 @@ from pathlib import Path
 
 from memjudge.errors import InputError
 
-__all__ = ["document_rows", "expand_line"]
+__all__ = ["document_rows", "expand_line", "parse_json"]
 
 _DECODER = json.JSONDecoder()
 _WS = re.compile(r"[ \t\n\r]*")
@@ -76,15 +76,20 @@ def _records(path: Path, found: list[tuple[int, object]]) -> tuple[list[dict], l
     return rows, lines
 
 
-def document_rows(path: Path, text: str, keys: Sequence[str]) -> tuple[list[dict], list[int]]:
-    """The records of a JSON document: its elements if it is a list; else the lists under those of
-    `keys` that it has, one after the other; else, when `keys` holds "" (or is empty), the object itself as one record."""
+def parse_json(path, text: str):
+    """A JSON document's value; invalid JSON is an InputError at its line."""
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
     except RecursionError:
         raise InputError(path, "JSON nested too deeply") from None
+
+
+def document_rows(path: Path, text: str, keys: Sequence[str]) -> tuple[list[dict], list[int]]:
+    """The records of a JSON document: its elements if it is a list; else the lists under those of
+    `keys` that it has, one after the other; else, when `keys` holds "" (or is empty), the object itself as one record."""
+    doc = parse_json(path, text)
     t = _Text(text)
     start = t.ws(0)
     if isinstance(doc, list):

@@ -32,10 +32,13 @@ TRANSCRIPT_VERSION = 1  # bump when the rendering changes: every cached answer o
 
 
 def is_transcript(df: pd.DataFrame) -> bool:
-    """Messages or conversations; a `content` column alone too (its rows then lack a role), unless
-    the file is a plain one with a `source` column."""
+    """Messages (`role` or `content`: a row lacking the other is an error at its line) or
+    conversations (`messages`); a file with a `source` column and neither content nor messages is
+    a plain sources file, whatever else it holds."""
     cols = set(df.columns)
-    return "messages" in cols or "role" in cols or ("content" in cols and "source" not in cols)
+    if "messages" in cols or "content" in cols:
+        return True
+    return "role" in cols and "source" not in cols
 
 
 def _text(value, where: str, path: Path, line: int, tool_calls=None) -> str:
