@@ -18,6 +18,7 @@ The rendered text is the persona's source, so it is part of each prompt and of t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,8 @@ from memjudge.formats.columns import LINE
 
 __all__ = ["TRANSCRIPT_VERSION", "is_transcript", "render_transcripts"]
 
+# Every break a reader (or a judge) may take for a new line, not only "\n".
+_LINE_BREAKS = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 TRANSCRIPT_VERSION = 1  # bump when the rendering changes: every cached answer on transcripts changes with it
 
 
@@ -77,7 +80,8 @@ def _label(value, what: str, where: str, path: Path, line: int, required: bool) 
         if hasattr(value, "isoformat"):  # a Parquet timestamp
             return value.isoformat()
         raise InputError(path, f"{where}{what!r} must be a string, found {type(value).__name__}", line)
-    return str(value).strip()
+    # one line, whatever it held: a speaker or session name cannot start a line of its own
+    return " ".join(str(value).split())
 
 
 def _messages(df: pd.DataFrame, path: Path):
@@ -121,7 +125,7 @@ def render_transcripts(df: pd.DataFrame, path: Path) -> pd.DataFrame:
         s = p["sessions"].setdefault(key, {"label": label, "lines": []})
         speaker = f"{role} ({name})" if name else role
         head = f"[{stamp}] {speaker}:" if stamp else f"{speaker}:"
-        body = text.replace("\r\n", "\n").split("\n")
+        body = _LINE_BREAKS.split(text)
         s["lines"].append(" ".join([head, body[0]]).rstrip() + "".join(f"\n    {b}" for b in body[1:]))
     rows = []
     for pid, p in personas.items():
