@@ -154,7 +154,8 @@ def test_memos_confidence_out_of_range_names_the_line(tmp_path):
 # Graphiti
 
 
-def graphiti_export(tmp_path) -> Path:
+def graphiti_export(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("GRAPHITI_TELEMETRY_ENABLED", "false")  # only Graphiti() reports, and none is made here
     edges_mod = pytest.importorskip("graphiti_core.edges", reason="graphiti-core: in the [test] extra")
     from graphiti_core.nodes import EpisodeType, EpisodicNode
 
@@ -173,8 +174,8 @@ def graphiti_export(tmp_path) -> Path:
     return dump(tmp_path / "graphiti.json", doc)
 
 
-def test_graphiti_edges_and_episodes_with_its_own_classes(tmp_path):
-    path = graphiti_export(tmp_path)
+def test_graphiti_edges_and_episodes_with_its_own_classes(tmp_path, monkeypatch):
+    path = graphiti_export(tmp_path, monkeypatch)
     doc = json.loads(path.read_text())
     res = import_memories("graphiti", path, out=tmp_path / "imp")
     c = res.candidates
@@ -191,8 +192,8 @@ def test_graphiti_edges_and_episodes_with_its_own_classes(tmp_path):
     assert f"=== session {e2} ===" in text
 
 
-def test_graphiti_round_trip_labels_carry_provenance(tmp_path):
-    path = graphiti_export(tmp_path)
+def test_graphiti_round_trip_labels_carry_provenance(tmp_path, monkeypatch):
+    path = graphiti_export(tmp_path, monkeypatch)
     import_memories("graphiti", path, out=tmp_path / "imp")
     res = score_run(tmp_path / "imp" / "candidates.jsonl", tmp_path / "imp" / "sources.jsonl", ScriptedJudge(),
                     out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
