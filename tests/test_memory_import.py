@@ -359,20 +359,26 @@ def _model_installed() -> bool:
 
 
 @pytest.mark.model
+@pytest.mark.timeout(1800)  # the embedded model: about a minute on two idle cores, far more on a crowded machine
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
 def test_round_trip_with_the_local_judge(tmp_path):
-    """Three memories of the sample through the embedded judge: a verdict (or a recorded error)
-    per memory, and the export's columns in each label."""
+    """Three memories of the sample's first persona, with the first session of its transcript, through
+    the embedded judge: a verdict (or a recorded error) per memory, the export's columns in each label."""
     import_memories("mem0", SAMPLE / "get_all.jsonl", out=tmp_path / "imp")
     rows = read_jsonl(tmp_path / "imp" / "candidates.jsonl")[:3]
+    pid = rows[0]["persona_id"]
+    assert {r["persona_id"] for r in rows} == {pid}
+    chat = [m for m in read_jsonl(SAMPLE / "conversations.jsonl") if m["session_id"] == f"{pid}-s1"]
     (tmp_path / "three.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    res = score_run(tmp_path / "three.jsonl", SAMPLE / "conversations.jsonl", "local:qwen2.5-coder-1.5b",
+    (tmp_path / "chat.jsonl").write_text("".join(json.dumps(m) + "\n" for m in chat))
+    res = score_run(tmp_path / "three.jsonl", tmp_path / "chat.jsonl", "local:qwen2.5-coder-1.5b",
                     out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
-    labels = res.labels
+    labels = read_labels(tmp_path / "run" / "labels.jsonl")
     assert labels["assertion_id"].tolist() == [r["assertion_id"] for r in rows]
     assert labels["created_at"].tolist() == [r["created_at"] for r in rows]
+    assert labels["categories"].tolist() == [r["categories"] for r in rows]
     assert (labels["verdict"].notna() | labels["error"].notna()).all()
-    assert labels["verdict"].notna().any()
+    assert labels["verdict"].notna().any() and not res.summary.simulated
 
 
 # ---------------------------------------------------------------------------------------
