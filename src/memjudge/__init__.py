@@ -18,6 +18,8 @@ The public API is the names in `__all__`, each imported lazily on first use (so
     memjudge.report(...)       -> Markdown/HTML report of a run directory
     memjudge.batch_status(...) / memjudge.batch_cancel(...) -> a run's provider batch jobs
     memjudge.read_candidates(...), read_sources, read_facts, read_labels, read_coverage, read_gold
+    memjudge.Table(path, mapping) -> any table read as one of those formats (a column mapping)
+    memjudge.import_memories(...) -> a memory system's export (mem0, MemOS, Graphiti, LangMem, Letta) as candidates
     memjudge.Estimate, JudgeConfig, MemjudgeError, InputError, UsageError
 """
 
@@ -61,6 +63,8 @@ _LAZY = {
     "read_labels": "memjudge.formats:read_labels",
     "read_coverage": "memjudge.formats:read_coverage",
     "read_gold": "memjudge.formats:read_gold",
+    "Table": "memjudge.formats.mapping:Table",
+    "import_memories": "memjudge.importers.memory_systems:import_memories",
     "Estimate": "memjudge.formats.estimate:Estimate",
     # judges and errors
     "JudgeConfig": "memjudge.judges.base:JudgeConfig",

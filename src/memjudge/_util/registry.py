@@ -8,6 +8,8 @@ pandas. Each implementation reads its names from here:
   `memjudge.simulation.load_preset` accepts;
 - `IMPORTERS`: dataset name → importer class, the built-in entries of
   `memjudge.importers`' registry (`memjudge import DATASET`);
+- `memory_system_names()`: the memory systems whose exports `memjudge import NAME FILE` reads,
+  one data file each (`importers/systems/*.toml`, memjudge.importers.memory_systems);
 - `CALIBRATION_TARGETS`: what `memjudge calibrate --target` may maximise, the default first
   (`memjudge.stats.thresholds.TARGETS`).
 """
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 from importlib import resources
 
-__all__ = ["CALIBRATION_TARGETS", "DEFAULT_CALIBRATION_TARGET", "IMPORTERS", "dataset_names", "preset_names"]
+__all__ = [
+    "CALIBRATION_TARGETS", "DEFAULT_CALIBRATION_TARGET", "IMPORTERS", "dataset_names", "memory_system_names", "preset_names",
+]
 
 IMPORTERS: dict[str, str] = {
     "synthpai": "memjudge.importers.synthpai:SynthPAIImporter",
@@ -37,3 +41,9 @@ def preset_names() -> list[str]:
 def dataset_names() -> list[str]:
     """The built-in importers' dataset names, in the order the help lists them."""
     return list(IMPORTERS)
+
+
+def memory_system_names() -> list[str]:
+    """The memory systems with a shipped preset (`importers/systems/*.toml`), sorted."""
+    folder = resources.files("memjudge").joinpath("importers", "systems")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))

@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from memjudge.cli.inputs import apply_maps
 from memjudge.cli.parser import build_parser
 from memjudge.errors import MemjudgeError, UsageError
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _load_dotenv()
         args = build_parser().parse_args(argv)
+        apply_maps(args)
         _setup_logging(args)
         return int(args.func(args) or 0)
     except MemjudgeError as e:

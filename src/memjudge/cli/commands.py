@@ -294,8 +294,16 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_import(args) -> int:
+    from memjudge._util.registry import memory_system_names
     from memjudge.formats import dumps
     from memjudge.importers import get_importer, import_dataset
+
+    if args.dataset in memory_system_names():
+        from memjudge.cli.inputs import cmd_import_memory
+
+        return cmd_import_memory(args)
+    if args.map:
+        raise UsageError(f"memjudge import {args.dataset}: --map is for a memory system's export")
 
     importer = get_importer(args.dataset)
     if getattr(importer, "writes", None) == "gold":  # label-studio: one export file in, one gold file out

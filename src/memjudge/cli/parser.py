@@ -28,6 +28,7 @@ from memjudge.cli.commands import (
     cmd_simulate,
 )
 from memjudge.cli.diff import add_diff_parser
+from memjudge.cli.inputs import add_map
 from memjudge.errors import UsageError
 
 __all__ = ["build_parser"]
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_verbosity(s)
     s.add_argument("--json", action="store_true", help="print the run's summary as JSON")
+    add_map(s, "candidates")
     s.set_defaults(func=cmd_score)
 
     # --- cache -------------------------------------------------------------------------
@@ -154,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     a.add_argument("--out", metavar="RUN_DIR", help="write agreement.json there (for memjudge report)")
     a.add_argument("--json", action="store_true", help="print the JSON instead of the tables")
+    add_map(a, "gold")
     a.set_defaults(func=cmd_agreement)
 
     # --- compare -----------------------------------------------------------------------
@@ -181,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "sample` file is weighted by its inclusion_prob): held-out faithfulness also "
                                   "estimated by PPI++ (thresholds still fitted on the judge's labels)")
     m.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
+    add_map(m, "candidates")
     m.set_defaults(func=cmd_compare)
 
     # --- robustness --------------------------------------------------------------------
@@ -199,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     r.add_argument("--gold", help="hand labels: each judge's held-out faithfulness also estimated by PPI++")
     r.add_argument("--strict-binary", action="store_true", help=STRICT_BINARY_HELP)
+    add_map(r, "candidates")
     r.set_defaults(func=cmd_robustness)
 
     # --- report ------------------------------------------------------------------------
@@ -247,14 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="give this category a threshold of its own, chosen on its items (repeatable; "
                          "the plain threshold is then chosen on the other categories)")
     cb.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_map(cb, "gold")
     cb.set_defaults(func=cmd_calibrate)
 
     # --- import ------------------------------------------------------------------------
-    im = sub.add_parser("import", help="convert a public dataset into memjudge's formats")
-    im.add_argument("dataset", help=f"the dataset's name: {', '.join(registry.dataset_names())}")
-    im.add_argument("folder", help="the dataset's folder (or file)")
+    im = sub.add_parser("import", help="convert a public dataset or a memory system's export into memjudge's formats")
+    im.add_argument("dataset", help=f"the dataset's name: {', '.join(registry.dataset_names())}; or the memory system's: "
+                                    f"{', '.join(registry.memory_system_names())}")
+    im.add_argument("folder", help="the dataset's folder (or file); the memory system's export (JSON, JSONL, CSV or Parquet)")
     im.add_argument("--out", required=True, help="folder for candidates, sources, labels and import.json")
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_map(im, "candidates", handled=True)
     im.set_defaults(func=cmd_import)
 
     # --- annotate ----------------------------------------------------------------------
@@ -268,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
     an.add_argument("--show-judge", nargs="+", metavar="LABELS", help="show these labels files' verdicts and evidence (not blind)")
     an.add_argument("--export", choices=["label-studio"], help="write Label Studio tasks (--out TASKS.json) and their labelling config instead of serving")
+    add_map(an, "candidates")
     an.set_defaults(func=cmd_annotate)
 
     view.add_parser(sub)  # memjudge view: memjudge.cli.view
@@ -286,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B", help="persona-cluster bootstrap resamples (default 2000)")
     pn.add_argument("--out", required=True, help="the panel's labels file (.jsonl, .csv, .parquet); panel.json is written beside it")
     pn.add_argument("--json", action="store_true", help="print panel.json to stdout")
+    add_map(pn, "gold")
     pn.set_defaults(func=cmd_panel)
 
     # --- batch -------------------------------------------------------------------------
@@ -314,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--top-up", help="an existing sample file: keep its rows and add --n new ones")
     sa.add_argument("--out", required=True, help="the sample file to write (.jsonl or .csv)")
     sa.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_map(sa, "candidates")
     sa.set_defaults(func=cmd_sample)
 
     # --- estimate ----------------------------------------------------------------------
@@ -332,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     es.add_argument("--half-width", type=float, help="target PPI++ interval half-width for --plan, e.g. 0.02")
     es.add_argument("--out", metavar="RUN_DIR", help="write estimate.json there (for memjudge report)")
     es.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    add_map(es, "gold")
     es.set_defaults(func=cmd_estimate)
 
     add_diff_parser(sub, _positive_int, _replicate_choice)

@@ -1,6 +1,8 @@
 """memjudge's file formats (spec §2, §6 and §10): column names, readers, writers, `Estimate`.
 
 - `columns`: the columns of each format and the readers' line column `LINE`.
+- `mapping`: column mappings, `Table(path, mapping)`: any table read as one of these formats.
+- `transcripts`: chat transcripts rendered as sources.
 - `readers`: JSONL, CSV or Parquet in, a validated DataFrame out, or an `InputError` naming the
   file and the 1-based line.
 - `writers`: JSON and JSONL out (NaN as null), written atomically through `memjudge._util.files`.
@@ -26,6 +28,7 @@ from memjudge.formats.columns import (
     rubric_name,
 )
 from memjudge.formats.estimate import Estimate
+from memjudge.formats.mapping import INPUT_KINDS, Table, TableMap, derived_id, describe_input, parse_map, parse_mappings
 from memjudge.formats.readers import (
     check_sources_cover,
     csv_records,
@@ -62,6 +65,8 @@ __all__ = [
     "LABEL_REQUIRED", "LINE", "REPLICATE_OF", "SOURCE_COLUMNS", "only_rubric", "rubric_name",
     # the interval shape
     "Estimate",
+    # column mappings (any table read as a memjudge format)
+    "INPUT_KINDS", "Table", "TableMap", "derived_id", "describe_input", "parse_map", "parse_mappings",
     # readers
     "check_sources_cover", "csv_records", "decode_file", "is_blank", "jsonl_lines", "jsonl_records",
     "read_candidates", "read_coverage", "read_facts", "read_gold", "read_labels", "read_sources",

@@ -18,7 +18,7 @@ __all__ = [
 ]
 
 LINE = "\x00line"
-EXTENSIONS = (".jsonl", ".csv", ".parquet")
+EXTENSIONS = (".jsonl", ".json", ".csv", ".parquet")
 
 CANDIDATE_COLUMNS = ["persona_id", "assertion_id", "category", "confidence", "text"]
 SOURCE_COLUMNS = ["persona_id", "source"]

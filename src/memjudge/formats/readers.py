@@ -32,6 +32,10 @@ from memjudge.formats.columns import (
     REPLICATE_OF,
     SOURCE_COLUMNS,
 )
+from memjudge.formats.documents import document_rows, expand_line
+from memjudge.formats.mapping import Table, apply_map, derived_id
+from memjudge.formats.tomlfile import read_toml
+from memjudge.formats.transcripts import is_transcript, render_transcripts
 
 __all__ = [
     "check_sources_cover", "csv_records", "decode_file", "is_blank", "jsonl_lines", "jsonl_records",
@@ -51,7 +55,7 @@ def _check_path(path: Path) -> str:
         raise InputError(path, "no such file")
     ext = path.suffix.lower()
     if ext not in EXTENSIONS:
-        raise InputError(path, f"unknown extension {ext or '(none)'!r} (expected .jsonl, .csv or .parquet)")
+        raise InputError(path, f"unknown extension {ext or '(none)'!r} (expected .jsonl, .json, .csv or .parquet)")
     return ext
 
 
@@ -98,7 +102,7 @@ def jsonl_records(path: Path):
         yield n, obj
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
+def _jsonl_rows(path: Path) -> tuple[list[dict], list[int]]:
     rows: list[dict] = []
     lines: list[int] = []
     for n, obj in jsonl_records(path):
@@ -106,11 +110,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
         lines.append(n)
     if not rows:
         raise InputError(path, "file is empty")
-    # Object columns and None for absent keys, so an explicit NaN stays distinguishable from "missing".
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    df = pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
-    _add_lines(df, path, lines)
-    return df
+    return rows, lines
 
 
 def csv_records(path: Path, required=()):
@@ -146,21 +146,19 @@ def csv_records(path: Path, required=()):
         start = reader.line_num + 1
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _csv_rows(path: Path) -> tuple[list[dict], list[int]]:
     lines: list[int] = []
     rows: list[dict] = []
     for n, rec in csv_records(path):
         lines.append(n)
-        rows.append(rec)
+        # CSV has no null: an empty field means "missing".
+        rows.append({k: (None if v == "" else v) for k, v in rec.items()})
     if not rows:
         raise InputError(path, "no rows after the header")
-    # CSV has no null: an empty field means "missing".
-    df = pd.DataFrame(rows, dtype=object).map(lambda v: None if v == "" else v)
-    _add_lines(df, path, lines)
-    return df
+    return rows, lines
 
 
-def _read_parquet(path: Path) -> pd.DataFrame:
+def _parquet_rows(path: Path) -> tuple[list[dict], list[int]]:
     import pyarrow.parquet as pq
 
     try:
@@ -171,29 +169,40 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         raise InputError(path, "file is empty")
     # Through Python objects, not pandas: pandas turns null into NaN, and a NaN confidence
     # must stay an error while a null one means "missing".
-    cols = table.column_names
-    df = pd.DataFrame({c: pd.Series(table.column(c).to_pylist(), dtype=object) for c in cols}, columns=cols)
-    _add_lines(df, path, np.arange(1, len(df) + 1))
-    return df.reset_index(drop=True)
+    return table.to_pylist(), list(range(1, table.num_rows + 1))
 
 
-def _add_lines(df: pd.DataFrame, path: Path, lines) -> None:
-    if LINE in df.columns:
+def _frame(rows: list[dict], lines: list[int], path: Path) -> pd.DataFrame:
+    # Object columns and None for absent keys, so an explicit NaN stays distinguishable from "missing".
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    if LINE in cols:
         raise InputError(path, f"column name {LINE!r} is reserved")
+    df = pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
     df[LINE] = lines
+    return df
 
 
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """Read any supported file into a DataFrame of raw values plus the `LINE` column."""
+    """Read any supported file into a DataFrame of raw values plus the `LINE` column; a `Table`
+    is read through its column mapping (memjudge.formats.mapping)."""
+    mapping = path.mapping if isinstance(path, Table) else None
+    records = path.records if isinstance(path, Table) else ()
     path = Path(path)
     ext = _check_path(path)
-    if ext == ".jsonl":
-        df = _read_jsonl(path)
-    elif ext == ".csv":
-        df = _read_csv(path)
+    if ext == ".json":
+        rows, lines = document_rows(path, decode_file(path), records)
+        if not rows:
+            raise InputError(path, "no records" + (f" (looked for {', '.join(repr(k) for k in records if k)})" if records else ""))
     else:
-        df = _read_parquet(path)
-    return df
+        rows, lines = (_jsonl_rows if ext == ".jsonl" else _csv_rows if ext == ".csv" else _parquet_rows)(path)
+    if records and ext == ".jsonl":
+        pairs = [(r, n) for row, n in zip(rows, lines) for r in expand_line(row, n, path, records)]
+        if not pairs:
+            raise InputError(path, f"no records (looked for {', '.join(repr(k) for k in records if k)})")
+        rows, lines = [p[0] for p in pairs], [p[1] for p in pairs]
+    if mapping:
+        rows = apply_map(rows, lines, path, mapping)
+    return _frame(rows, lines, path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -284,24 +293,46 @@ def _finish(df: pd.DataFrame, keep_line: bool) -> pd.DataFrame:
 
 
 def read_candidates(path, *, require_confidence: bool = False, keep_line: bool = False) -> pd.DataFrame:
-    """Candidates (spec §2). Extra columns are kept in the order they came."""
-    path = Path(path)
+    """Candidates (spec §2). Extra columns are kept in the order they came. A `Table` whose
+    mapping says ``assertion_id=@hash`` derives each id from persona and text; the frame's
+    ``attrs["derived"]`` then says so (config.json records it)."""
+    derive = isinstance(path, Table) and path.mapping.derives_id
     df = read_table(path)
-    _require_columns(df, path, ["persona_id", "assertion_id", "category", "text"])
-    for col in ("persona_id", "assertion_id", "category"):
+    path = Path(path)
+    missing = [c for c in ("persona_id", "assertion_id", "category", "text") if c not in df.columns and not (derive and c == "assertion_id")]
+    if missing:
+        hints = {"assertion_id": "--map assertion_id=@hash derives one from persona and text",
+                 "category": "--map default.category=NAME puts every row in one category"}
+        hint = "; ".join(hints[c] for c in missing if c in hints)
+        raise InputError(path, f"missing required column(s): {', '.join(missing)}" + (f" ({hint})" if hint else ""))
+    for col in ("persona_id", "category") + (() if derive else ("assertion_id",)):
         _as_id(df, path, col)
     _as_text(df, path, "text")
+    if derive:
+        if "assertion_id" in df.columns:
+            raise InputError(path, "--map assertion_id=@hash: the file already has an assertion_id column (map it away or drop @hash)")
+        df["assertion_id"] = [derived_id(p, t) for p, t in zip(df["persona_id"], df["text"])]
+        df.attrs["derived"] = {"assertion_id": "sha256(persona_id + U+001F + text), first 16 hex digits"}
+    if require_confidence and "confidence" not in df.columns:
+        raise InputError(path, "no confidence column: a retention policy thresholds each candidate's confidence "
+                               "(map the extractor's score with --map confidence=COLUMN)")
     _as_confidence(df, path, require_confidence)
-    _check_unique(df, path, ["assertion_id"], "assertion_id")
+    _check_unique(df, path, ["assertion_id"], "derived assertion_id (same persona and text)" if derive else "assertion_id")
     front = [c for c in CANDIDATE_COLUMNS if c in df.columns]
+    attrs = dict(df.attrs)
     df = df[front + [c for c in df.columns if c not in front]]
+    df.attrs.update(attrs)
     return _finish(df, keep_line)
 
 
 def read_sources(path, *, keep_line: bool = False) -> pd.DataFrame:
-    """Sources, one row per persona; an identical repeat is accepted, a conflicting one is not."""
-    path = Path(path)
+    """Sources, one row per persona; an identical repeat is accepted, a conflicting one is not.
+    A chat transcript (messages with `role` and `content`, or conversations with `messages`) is
+    rendered into one source per persona (memjudge.formats.transcripts)."""
     df = read_table(path)
+    path = Path(path)
+    if is_transcript(df):
+        return _finish(render_transcripts(df, path), keep_line)
     _require_columns(df, path, SOURCE_COLUMNS)
     _as_id(df, path, "persona_id")
     _as_text(df, path, "source")
@@ -320,8 +351,8 @@ def read_sources(path, *, keep_line: bool = False) -> pd.DataFrame:
 
 def read_facts(path, *, keep_line: bool = False) -> pd.DataFrame:
     """Reference facts for coverage: (persona_id, fact_id) unique."""
-    path = Path(path)
     df = read_table(path)
+    path = Path(path)
     _require_columns(df, path, FACT_COLUMNS)
     _as_id(df, path, "persona_id")
     _as_id(df, path, "fact_id")
@@ -336,8 +367,8 @@ def read_gold(path, *, keep_line: bool = False, unique: bool = True) -> pd.DataF
     assertion (an append-only file of `memjudge annotate`): the latest, i.e. last in the file,
     per (assertion_id, annotator) counts. Without it an assertion_id is unique.
     `unique=False` keeps every row (`memjudge estimate` resolves them itself)."""
-    path = Path(path)
     df = read_table(path)
+    path = Path(path)
     _require_columns(df, path, GOLD_COLUMNS)
     _as_id(df, path, "assertion_id")
     _as_id(df, path, "verdict")
@@ -464,16 +495,3 @@ def read_coverage(paths, *, keep_line: bool = False) -> pd.DataFrame:
             df["replicate"] = 0
         frames.append(df)
     return _finish(pd.concat(frames, ignore_index=True), keep_line)
-
-
-def read_toml(path) -> dict:
-    """A TOML file (judge panels, generator overrides) as a dict; one-line InputError otherwise."""
-    import tomllib
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(path, "no such file" if not path.exists() else "is a directory, expected a file")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not valid TOML ({e})") from None

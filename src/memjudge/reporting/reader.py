@@ -16,6 +16,7 @@ from typing import Any
 
 from memjudge.errors import InputError
 from memjudge.formats import decode_file
+from memjudge.formats.documents import parse_json
 
 # file name -> (part name, the command that writes it)
 PARTS: dict[str, tuple[str, str]] = {
@@ -87,12 +88,7 @@ def _read_json(path: Path) -> dict:
         raise InputError(path, f"cannot read ({e.strerror})") from None
     if not text.strip():
         raise InputError(path, "file is empty")
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
-    except RecursionError:
-        raise InputError(path, "JSON nested too deeply") from None
+    obj = parse_json(path, text)
     if not isinstance(obj, dict):
         raise InputError(path, f"expected a JSON object, found {type(obj).__name__}")
     return obj

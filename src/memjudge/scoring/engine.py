@@ -117,6 +117,7 @@ class RunSettings:
     echo: Any = None  # echo(line): the dry run's listing of the first call
     batch: Any = None  # BatchSettings, or None for online calls
     inputs: dict[str, str | None] = dataclasses.field(default_factory=dict)  # how each input is named in config.json
+    read_as: dict[str, dict] = dataclasses.field(default_factory=dict)  # and how it was read (mapping, derived ids, transcript)
 
 
 def run_files(out_dir: Path) -> list[Path]:
@@ -201,6 +202,7 @@ def score_run(
 
     cands, cand_label = read_input(candidates, io.read_candidates, "candidates", keep_line=True)
     srcs, src_label = read_input(sources, io.read_sources, "sources")
+    read_as = {"candidates": io.describe_input(candidates, cands), "sources": io.describe_input(sources, srcs)}
     io.check_sources_cover(cands, srcs, cand_label, src_label)
     cands = cands.drop(columns=[io.LINE])
     if limit is not None:
@@ -211,6 +213,7 @@ def score_run(
     fact_df = None
     if facts is not None:
         fact_df, _ = read_input(facts, io.read_facts, "facts")
+        read_as["facts"] = io.describe_input(facts, fact_df)
 
     the_judge, owned = resolve_judge(
         judge, judges_file=judges_file, base_url=base_url, concurrency=concurrency, rpm=rpm, tpm=tpm,
@@ -220,7 +223,7 @@ def score_run(
     settings = RunSettings(
         replicates=replicates, out=out, cache_dir=cache_dir, use_cache=use_cache, dry_run=dry_run, progress=progress,
         parquet=parquet, write=write, judges_file=judges_file, argv=argv, echo=echo, batch=batch_settings,
-        inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
+        read_as=read_as, inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
     )
     closer = _Closer(the_judge if owned else None)
     try:
@@ -348,7 +351,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                 kept = {k: t.record for k, t in tasks.items() if t.record is not None}
                 if cache is None:  # the journal is then the only copy of other jobs' answers
                     kept = {**{k: v for k, v in journal.items() if k not in tasks}, **kept}
-            write_outputs(out_dir, judge, rub, labels, coverage, rows, kept, parquet=s.parquet, inputs=s.inputs,
+            write_outputs(out_dir, judge, rub, labels, coverage, rows, kept, parquet=s.parquet, inputs=s.inputs, read_as=s.read_as,
                           replicates=s.replicates, replicates_derived=plan.derived_replicates, judges_file=s.judges_file, argv=s.argv,
                           cache_dir=cache.directory if cache is not None else None, use_cache=s.use_cache)
         summary.seconds = round(time.perf_counter() - t_start, 3)

@@ -127,7 +127,7 @@ def file_digest(path: str) -> str | None:
 
 
 def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, *, parquet, inputs, replicates,
-                  judges_file, argv, cache_dir, use_cache, replicates_derived: bool = False) -> None:
+                  judges_file, argv, cache_dir, use_cache, replicates_derived: bool = False, read_as=None) -> None:
     """The rows (JSONL, and Parquet if asked), the compacted journal (`kept`; None: the
     journal already holds exactly these answers) and config.json."""
     io.make_dir(out_dir)
@@ -151,7 +151,7 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
         "replicates": replicates,
         # a deterministic judge: replicates after the first are copies of it (label column replicate_of)
         "replicates_derived": replicates_derived,
-        "inputs": {k: ({"path": v, "sha256": file_digest(v)} if v else None) for k, v in inputs.items()},
+        "inputs": {k: ({"path": v, "sha256": file_digest(v), **(read_as or {}).get(k, {})} if v else None) for k, v in inputs.items()},
         "judges_file": str(judges_file) if judges_file else None,
         "cache_dir": str(cache_dir) if cache_dir else None,
         "use_cache": use_cache,
