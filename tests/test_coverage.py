@@ -234,3 +234,80 @@ def test_per_fact_rubric_needs_reference_facts_and_a_valid_k(tmp_path):
     support = (resources.files("memjudge._rubrics") / "support.toml").read_text()
     with pytest.raises(InputError, match="for coverage rubrics"):
         rubric_from_toml(support.replace('kind = "support"', 'kind = "support"\nform = "fact"'), "s.toml")
+
+
+# ---------------------------------------------------------------------------------------
+# coverage labels against a reference map; the coverage threshold from gold coverage
+
+
+def _cov(rows):
+    return pd.DataFrame(rows, columns=["persona_id", "fact_id", "covered_by"])
+
+
+CANDS2 = pd.DataFrame({"persona_id": ["p1", "p1", "p1", "p2", "p2"], "assertion_id": ["a1", "a2", "a3", "b1", "b2"],
+                       "category": ["x", "y", "x", "x", "y"]})
+REFERENCE = _cov([("p1", "f1", ["a1"]), ("p1", "f2", ["a2", "a3"]), ("p1", "f3", []), ("p2", "g1", ["b1"]),
+                  ("p2", "g2", []), ("p2", "g3", ["b2"])])
+JUDGED = _cov([("p1", "f1", ["a1", "a2"]), ("p1", "f2", ["a2"]), ("p1", "f3", []), ("p2", "g1", []),
+               ("p2", "g2", ["b2"]), ("p2", "g3", None)])
+
+
+def test_coverage_agreement_against_sklearn():
+    from sklearn.metrics import cohen_kappa_score
+
+    from memjudge.stats.coverage import coverage_agreement, coverage_pairs
+
+    pairs, unanswered = coverage_pairs(JUDGED, REFERENCE, CANDS2)
+    assert unanswered == 1 and len(pairs) == 3 * 3 + 2 * 2  # g3 (no valid answer) is left out, not "not covered"
+    ag = coverage_agreement(JUDGED, REFERENCE, CANDS2)
+    j, r = pairs["judge"].astype(int), pairs["reference"].astype(int)
+    assert ag["pairs"]["cohen_kappa"] == pytest.approx(cohen_kappa_score(j, r))
+    assert ag["pairs"]["percent_agreement"] == pytest.approx((j == r).mean())
+    # hand-worked: 13 pairs; both 2 (f1-a1, f2-a2), judge only 2 (f1-a2, g2-b2), reference only 2 (f2-a3, g1-b1)
+    assert ag["pairs"]["confusion"] == {"both": 2, "judge_only": 2, "reference_only": 2, "neither": 7}
+    for cat, g in pairs.groupby("category"):
+        assert ag["pairs_by_category"][cat]["cohen_kappa"] == pytest.approx(
+            cohen_kappa_score(g["judge"].astype(int), g["reference"].astype(int)))
+    # facts: covered at all -- judge f1 f2 g2 / reference f1 f2 g1, over the 5 answered facts
+    assert ag["n_facts"] == 5 and ag["coverage_rate"] == {"judge": pytest.approx(3 / 5), "reference": pytest.approx(3 / 5)}
+    fj, fr = [1, 1, 0, 0, 1], [1, 1, 0, 1, 0]
+    assert ag["facts"]["cohen_kappa"] == pytest.approx(cohen_kappa_score(fj, fr))
+
+
+def test_calibrate_coverage_threshold_from_gold_coverage(tmp_path, cli):
+    from memjudge.judges.panel import load_panel
+
+    rows = [
+        {"persona_id": "p1", "fact_id": "f1", "covered_by": ["a1"], "judge": "local:qwen2.5-coder-1.5b", "replicate": 0,
+         "candidate_scores": {"a1": 2.0, "a2": 0.4, "a3": -1.0}},
+        {"persona_id": "p1", "fact_id": "f2", "covered_by": ["a2"], "judge": "local:qwen2.5-coder-1.5b", "replicate": 0,
+         "candidate_scores": {"a2": 1.5, "a3": 0.9, "a1": -2.0}},
+        {"persona_id": "p1", "fact_id": "f3", "covered_by": [], "judge": "local:qwen2.5-coder-1.5b", "replicate": 0,
+         "candidate_scores": {"a1": 0.1, "a2": -0.5, "a3": -0.2}},
+    ]
+    judged = tmp_path / "coverage.jsonl"
+    judged.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ref = tmp_path / "gold_coverage.jsonl"
+    ref.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"persona_id": "p1", "fact_id": "f1", "covered_by": ["a1"]},
+        {"persona_id": "p1", "fact_id": "f2", "covered_by": ["a2", "a3"]},
+        {"persona_id": "p1", "fact_id": "f3", "covered_by": []}]))
+    panel = tmp_path / "judges.toml"
+    r = cli("calibrate", judged, "--coverage", "--gold", ref, "--judge", "local:qwen2.5-coder-1.5b", "--panel", panel, "--json")
+    assert r.returncode == 0, r.stderr
+    cal = json.loads(r.stdout)
+    # positives 2.0, 1.5, 0.9 ; negatives 0.4, -1.0, -2.0, 0.1, -0.5, -0.2: any cut in (0.4, 0.9] separates them
+    assert cal["n"] == 9 and cal["n_supported"] == 3 and cal["balanced_accuracy"] == 1.0 and cal["auc"] == 1.0
+    assert 0.4 < cal["threshold"] <= 0.9
+    cfg = load_panel(panel)["local:qwen2.5-coder-1.5b"]
+    assert cfg.options == {"coverage_threshold": cal["threshold"]}
+    # A support calibration afterwards keeps it (and the other way round).
+    from memjudge.stats.thresholds import write_threshold
+
+    write_threshold(panel, "local:qwen2.5-coder-1.5b", 0.25)
+    assert load_panel(panel)["local:qwen2.5-coder-1.5b"].options == {"coverage_threshold": cal["threshold"], "threshold": 0.25}
+    # coverage rows without scores: one line, exit status 2
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"persona_id": "p1", "fact_id": "f1", "covered_by": ["a1"], "judge": "x"}) + "\n")
+    r = cli("calibrate", plain, "--coverage", "--gold", ref, "--judge", "x", "--panel", panel)
+    assert r.returncode == 2 and "no candidate_scores" in r.stderr and len(r.stderr.strip().splitlines()) == 1

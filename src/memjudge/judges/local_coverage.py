@@ -11,8 +11,8 @@ at least the coverage threshold. The fact's `judge_score` is its best candidate'
 Speed comes from the KV cache: the prompt is system and few-shot turns (the same for every
 call), then the persona's source, then the fact, then the candidate. Evaluation restarts at
 the end of the source and at the start of the candidate, so a persona's source is evaluated
-once for all its facts and a fact once for all its candidates; each read evaluates only the
-candidate and the question (about 40 tokens).
+once for all its facts and a fact and the question once for all its candidates; each read
+evaluates only the candidate and the end of the turn (about 20 tokens).
 
 Contracts: the prompt renders untrusted text between markers it cannot close (the premise
 prompt's neutralisation); the reads are a pure function of (source, fact, candidate) and the
@@ -55,10 +55,12 @@ SOURCE_MARK = "Source (the user's own text):\n<<<\n"
 
 
 def _question(source: str | None, fact: str, statement: str) -> tuple[str, str]:
-    """The user turn, and its part before the statement (the head a fact's reads share)."""
+    """The user turn, and its part before the statement (the head a fact's reads share). The
+    question comes before the statement, so that a read evaluates only the statement and the
+    turn's end."""
     head = "" if source is None else f"{SOURCE_MARK}{_data(source)}\n>>>\n"
-    head += f"Fact: <<< {_data(fact)} >>>\nStatement: <<< "
-    return f"{head}{_data(statement)} >>>\nDoes the statement state this fact? Answer Yes or No.", head
+    head += f"Fact: <<< {_data(fact)} >>>\nDoes this statement state the fact? Answer Yes or No.\nStatement: <<< "
+    return f"{head}{_data(statement)} >>>", head
 
 
 def coverage_messages(source: str | None, fact: str, statement: str) -> list[dict]:
@@ -82,7 +84,7 @@ def score_candidates(model: LocalModel, source: str | None, fact: str, statement
         sentinel = "\x00statement\x00"
         # The rendered prompt up to where its question starts, and up to where its statement starts.
         turn = model.render_messages(messages[:-1] + [{"role": "user", "content": sentinel}]).split(sentinel)[0]
-        head = _question(source, fact, sentinel)[0].split(sentinel)[0]
+        head = _question(source, fact, sentinel)[1]
         source_end = head.rfind("Fact: <<< ")
         heads = (turn + head[:source_end], turn + head) if source is not None else (turn + head,)
         out.append(model.score_text(text, WORDS, reuse=reuse, shared=heads))
