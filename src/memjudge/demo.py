@@ -174,7 +174,7 @@ def _coverage_local(judge, corpus, out: Path, personas: int | None, cache_dir, p
         "facts_per_minute": 60 * res.summary.requested / seconds if res.summary.requested and seconds > 0 else None,
         "coverage_threshold": getattr(judge, "coverage_threshold", None), **ag,
         "table1_coverage": "judge" if everyone else "construction map",
-        "note": ("the embedded judge's coverage labels (per-fact rubric, one yes/no read per fact and candidate) scored "
+        "note": ("The embedded judge's coverage labels (per-fact rubric, one yes/no read per fact and candidate) scored "
                  "against the corpus's construction map, which is simulated truth; "
                  + ("Table 1's estimated coverage rests on the judge's labels" if everyone else
                     f"the judge covered {len(chosen)} of {len(ids)} personas (the demo's time), so Table 1's estimated "
