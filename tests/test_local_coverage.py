@@ -120,6 +120,7 @@ def model_cache(tmp_path_factory):
 
 
 @pytest.mark.model
+@pytest.mark.timeout(3600)
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
 def test_real_model_direction_prefix_reuse_and_order_independence(model_cache, monkeypatch):
     monkeypatch.setenv("MEMJUDGE_CACHE_DIR", str(model_cache))
@@ -145,6 +146,7 @@ def test_real_model_direction_prefix_reuse_and_order_independence(model_cache, m
 
 
 @pytest.mark.model
+@pytest.mark.timeout(3600)
 @pytest.mark.skipif(not _model_installed(), reason="the [local] extra is not installed")
 def test_memjudge_score_coverage_with_the_local_judge(model_cache, tmp_path, cli):
     cands, src, facts = tmp_path / "c.jsonl", tmp_path / "s.jsonl", tmp_path / "f.jsonl"
