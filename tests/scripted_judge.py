@@ -89,7 +89,19 @@ class HashScoringJudge(Judge):
     def load_all(self):
         return None
 
+    @property
+    def coverage_threshold(self) -> float:
+        return float(self.config.options.get("coverage_threshold", 0.0))
+
     async def generate(self, call):
+        if "fact_id" in call.item:  # a per-fact coverage call: a hash score per shown candidate
+            fact = call.fields["facts"][0]
+            scores = {a["id"]: 6 * int(hashlib.sha256(f"{fact['id']}|{a['id']}".encode()).hexdigest()[:8], 16) / 2**32 - 3
+                      for a in call.fields["assertions"]}
+            obj = {"facts": [{"fact_id": fact["id"], "fact": fact["text"],
+                              "covered_by": [a for a, s in scores.items() if s >= self.coverage_threshold]}]}
+            return JudgeAnswer(text=json.dumps(obj), finish_reason="stop", judge_score=max(scores.values()),
+                               raw={"candidate_scores": scores})
         u = int(hashlib.sha256(call.item["assertion_id"].encode()).hexdigest()[:8], 16) / 2**32
         score = 6 * u - 3
         verdict = "supported" if score >= self.threshold else "unsupported"

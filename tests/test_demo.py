@@ -56,6 +56,43 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     # the judge-level count of the robustness finding says which replicate it reads
     assert "first replicate of each" in md[md.index("## Findings"):]
     _check_simulated_gold(tmp_path / "demo", res, demo_mod)
+    _check_coverage(tmp_path / "demo", res, demo_mod, md)
+
+
+def _check_coverage(out, res, demo_mod, md):
+    """The embedded judge's coverage of a subset of personas, against the construction map."""
+    q = json.loads((out / "coverage_judge.json").read_text())
+    truth = pd.read_json(out / "corpus" / "facts.jsonl", lines=True, dtype={"persona_id": str})
+    chosen = sorted(truth["persona_id"].unique())[:demo_mod.COVERAGE_PERSONAS]
+    assert q["personas"] == chosen and q["personas_total"] == res.personas
+    assert q["facts_judged"] == int(truth["persona_id"].isin(chosen).sum()) == q["n_facts"] + q["facts_unanswered"]
+    assert q["rubric"].startswith("coverage-fact@") and -1 <= q["pairs"]["cohen_kappa"] <= 1
+    rows = pd.read_json(out / "coverage_local" / "coverage.jsonl", lines=True)
+    assert rows["candidate_scores"].map(len).eq(5).all()  # the 5 closest candidates of each fact were read
+    # Table 1 rests on the construction map (only a subset was judged), and the report says so.
+    assert q["table1_coverage"] == "construction map"
+    assert (pd.read_json(out / "coverage.jsonl", lines=True)["judge"] == "gold").all()
+    done = md[md.index("## What was done"):md.index("## Findings")]
+    assert "Estimated coverage (Table 1) rests on the corpus's construction map" in done
+    assert f"labelled the coverage of {len(chosen)} of {res.personas} personas" in done
+    assert f"| All pairs (fact × candidate) | {q['pairs']['n']:,} |" in md
+
+
+def test_demo_coverage_of_every_persona_is_table_1s(tmp_path, monkeypatch):
+    """With every persona judged, the judge's coverage labels are Table 1's map."""
+    from memjudge import demo as demo_mod
+    from memjudge.judges import _PROVIDERS, make_judge
+    from memjudge.simulation import simulate
+
+    monkeypatch.setitem(_PROVIDERS, "local", HashScoringJudge)
+    corpus = simulate(preset="paper", seed=3, personas=2)
+    lines = []
+    cov, info = demo_mod._coverage_local(make_judge(demo_mod.LOCAL_JUDGE), corpus, tmp_path, None, tmp_path / "cache", False,
+                                         lines.append)
+    assert info["table1_coverage"] == "judge" and info["personas"] == ["p001", "p002"]
+    assert len(cov) == len(corpus.facts) and (cov["judge"] == demo_mod.LOCAL_JUDGE).all()
+    assert cov["covered_by"].notna().all() and info["n_facts"] == len(corpus.facts)
+    assert "coverage:" in lines[0] and f"judged {len(corpus.facts)} facts of 2 personas" in lines[0]
 
 
 def _check_derived_replicates(out, res, demo_mod, labels, flip):

@@ -173,13 +173,14 @@ def test_rubrics_ship_inside_the_package(tmp_path):
     lib = tmp_path / "lib"
     r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)], cwd=src, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in (lib / "memjudge" / "_rubrics").glob("*.toml")) == ["coverage.toml", "support.toml"]
+    shipped = sorted(p.name for p in (lib / "memjudge" / "_rubrics").glob("*.toml"))
+    assert shipped == ["coverage-fact.toml", "coverage.toml", "support.toml"]
     code = ("import memjudge.judges.rubrics as r; d = r._builtin_dir(); "
             "print(d, r.builtin_names(), r.load_rubric('support').id)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(lib), "PATH": ""})
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(str(lib / "memjudge" / "_rubrics"))
-    assert f"['coverage', 'support'] {load_rubric('support').id}" in out.stdout
+    assert f"['coverage', 'coverage-fact', 'support'] {load_rubric('support').id}" in out.stdout
 
 
 # ---------------------------------------------------------------------------------------

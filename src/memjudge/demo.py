@@ -21,7 +21,11 @@ Everything lands in one run directory (default `runs/demo/`):
     calibration_sample/   the threshold's calibration sample: the embedded judge's run on other personas
     local/                the embedded judge's scoring run (labels.jsonl, config.json, summary.json)
     labels.jsonl          labels of every judge (embedded + simulated), the input of the analyses
-    coverage.jsonl        the corpus's gold fact -> assertion map (coverage estimates)
+    coverage_local/       the embedded judge's coverage run (per-fact rubric) on the first COVERAGE_PERSONAS personas
+    coverage_judge.json   its coverage labels against the corpus's construction map: agreement, κ (pairs, by
+                          category; facts), coverage rates, and what Table 1's estimated coverage rests on
+    coverage.jsonl        the fact -> assertion map of Table 1: the judge's when it judged every persona, else the
+                          corpus's construction map
     local_judge.json      the embedded judge against gold: AUC of its log-odds, balanced accuracy
     noise.json, agreement.json, compare.json, sweep.json, calibration.json, robustness.json,
     estimate.json         support rates judge only / gold only / PPI++ (embedded judge, by category)
@@ -64,6 +68,15 @@ GOLD_SAMPLE = 100  # simulated hand labels: the corpus's truth on a uniform samp
 CALIBRATION_PERSONAS = 3
 CALIBRATION_SEED_OFFSET = 1000
 CALIBRATION_TARGET = "accuracy"
+
+
+# Coverage with the embedded judge (issue 35): the per-fact rubric (one call per reference fact,
+# its 5 BM25-closest candidates, one yes/no read each). The facts of the first COVERAGE_PERSONAS
+# personas are judged (sized to the demo's time: see docs/coverage.md); the corpus's construction
+# map is the truth they are scored against. With every persona judged, Table 1's estimated
+# coverage rests on the judge's labels; else on the construction map, and the report says which.
+COVERAGE_RUBRIC = "coverage-fact"
+COVERAGE_PERSONAS = 2
 
 
 @dataclass
@@ -137,8 +150,46 @@ def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float, c
     }
 
 
+def _coverage_local(judge, corpus, out: Path, personas: int | None, cache_dir, progress: bool, say) -> tuple[pd.DataFrame, dict]:
+    """The embedded judge's coverage of the reference facts of the first `personas` personas
+    (None: all), scored against the corpus's construction map: (the coverage map Table 1 uses,
+    coverage_judge.json's content)."""
+    from memjudge.scoring.engine import score_run
+    from memjudge.stats.coverage import coverage_agreement
+
+    ids = sorted(corpus.candidates["persona_id"].astype(str).unique())
+    chosen = ids if personas is None else ids[:personas]
+    cands = corpus.candidates[corpus.candidates["persona_id"].astype(str).isin(chosen)]
+    facts = corpus.facts[corpus.facts["persona_id"].astype(str).isin(chosen)][["persona_id", "fact_id", "text"]]
+    t = time.perf_counter()
+    res = score_run(cands, corpus.sources, judge, rubric=COVERAGE_RUBRIC, facts=facts, out=out / "coverage_local",
+                    cache_dir=cache_dir, progress=progress)
+    seconds = time.perf_counter() - t
+    judged = res.coverage
+    ag = coverage_agreement(judged, corpus.coverage, corpus.candidates)
+    everyone = len(chosen) == len(ids)
+    info = {
+        "judge": LOCAL_JUDGE, "rubric": res.summary.rubric, "personas": chosen, "personas_total": len(ids),
+        "facts_judged": int(len(judged)), "requested": res.summary.requested, "seconds": seconds,
+        "facts_per_minute": 60 * res.summary.requested / seconds if res.summary.requested and seconds > 0 else None,
+        "coverage_threshold": getattr(judge, "coverage_threshold", None), **ag,
+        "table1_coverage": "judge" if everyone else "construction map",
+        "note": ("The embedded judge's coverage labels (per-fact rubric, one yes/no read per fact and candidate) scored "
+                 "against the corpus's construction map, which is simulated truth; "
+                 + ("Table 1's estimated coverage rests on the judge's labels" if everyone else
+                    f"the judge covered {len(chosen)} of {len(ids)} personas (the demo's time), so Table 1's estimated "
+                    "coverage rests on the construction map")),
+    }
+    kappa = ag.get("pairs", {}).get("cohen_kappa")
+    say(f"      coverage: {LOCAL_JUDGE} judged {len(judged)} facts of {len(chosen)} personas ({COVERAGE_RUBRIC}); against "
+        f"the simulated map: pairs κ {kappa if kappa is None else f'{kappa:.2f}'}, coverage rate "
+        f"{100 * ag.get('coverage_rate', {}).get('judge', float('nan')):.1f}% vs {100 * ag.get('coverage_rate', {}).get('reference', float('nan')):.1f}%")
+    cov = judged if everyone else corpus.coverage
+    return cov, info
+
+
 def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_dir=None, progress: bool = True,
-         echo: Callable[[str], None] | None = print) -> DemoResult:
+         echo: Callable[[str], None] | None = print, coverage_personas: int | None = COVERAGE_PERSONAS) -> DemoResult:
     from memjudge.comparison import compare
     from memjudge.comparison.robustness import robustness
     from memjudge.formats import frame_records, write_json, write_jsonl
@@ -208,7 +259,10 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     # concatenation and come back as nulls, so they do not decide the column's dtype.
     labels = pd.concat([f.dropna(axis=1, how="all") for f in frames], ignore_index=True).reindex(columns=columns)
     write_jsonl(out / "labels.jsonl", frame_records(labels))
-    write_jsonl(out / "coverage.jsonl", frame_records(corpus.coverage))
+    table1_coverage, coverage_info = _coverage_local(judge, corpus, out, coverage_personas, cache_dir, progress, say)
+    seconds["coverage_local"] = coverage_info["seconds"]
+    write_json(out / "coverage_judge.json", coverage_info)
+    write_jsonl(out / "coverage.jsonl", frame_records(table1_coverage))
     quality = _local_quality(labels, corpus.labels, judge.threshold, calibration)
     write_json(out / "local_judge.json", quality)
     if "auc" in quality:
@@ -239,10 +293,11 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     # 5. Policy comparison under the embedded judge, and robustness across all judges.
     t = time.perf_counter()
     labels_path = out / "labels.jsonl"
-    cmp = compare(paths["candidates"], [str(labels_path)], paths["coverage"], judge=LOCAL_JUDGE, folds=folds, seed=seed,
+    coverage_path = str(out / "coverage.jsonl")  # the judge's coverage, or the construction map (coverage_judge.json says)
+    cmp = compare(paths["candidates"], [str(labels_path)], coverage_path, judge=LOCAL_JUDGE, folds=folds, seed=seed,
                   gold=str(gold_path))
-    cmp.write_run(out, candidates=paths["candidates"], labels=[labels_path], coverage=paths["coverage"], seed=seed)
-    rob = robustness(paths["candidates"], [str(labels_path)], [paths["coverage"]], folds=folds, seed=seed,
+    cmp.write_run(out, candidates=paths["candidates"], labels=[labels_path], coverage=coverage_path, seed=seed)
+    rob = robustness(paths["candidates"], [str(labels_path)], [coverage_path], folds=folds, seed=seed,
                      gold=str(gold_path))
     write_json(out / "robustness.json", rob.to_json())
     est = estimate(labels, str(gold_path), judge=LOCAL_JUDGE, by="category", seed=seed)

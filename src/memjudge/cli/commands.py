@@ -278,7 +278,12 @@ def cmd_calibrate(args) -> int:
     from memjudge.formats import dumps
     from memjudge.stats.thresholds import calibrate
 
-    cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel, own=args.own_threshold)
+    if args.coverage:
+        from memjudge.stats.coverage import calibrate_coverage_files
+
+        cal = calibrate_coverage_files(args.labels, args.gold, args.judge, target=args.target, panel=args.panel)
+    else:
+        cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel, own=args.own_threshold)
     if args.json:
         print(dumps(cal.as_dict(), indent=2))
     else:

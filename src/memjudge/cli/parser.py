@@ -251,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     cb.add_argument("--own-threshold", action="append", default=[], metavar="CATEGORY",
                     help="give this category a threshold of its own, chosen on its items (repeatable; "
                          "the plain threshold is then chosen on the other categories)")
+    cb.add_argument("--coverage", action="store_true",
+                    help="the inputs are coverage rows with candidate_scores (score --rubric coverage-fact) and --gold is a "
+                         "coverage map: set the judge's coverage_threshold")
     cb.add_argument("--json", action="store_true", help="print the result as JSON")
     add_map(cb, "gold")
     cb.set_defaults(func=cmd_calibrate)

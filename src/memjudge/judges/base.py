@@ -448,6 +448,11 @@ class Judge(ABC):
         at any temperature)."""
         return False
 
+    def call_identity(self, kind: str) -> dict[str, Any]:
+        """The identity in the cache key of a call of rubric kind `kind` ("support",
+        "coverage"): `identity()`, unless a judge answers the kinds by different means."""
+        return self.identity()
+
     def check_options(self, known) -> None:
         """Provider options are free-form in a panel file: a misspelt one must fail loudly,
         not be ignored."""

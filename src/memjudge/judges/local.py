@@ -63,7 +63,7 @@ from memjudge.judges.local_weights import (
 ANSWER_PREFIX = '{"verdict": "'
 VERDICT_WORDS = ("supported", "unsupported")
 OPTION_KEYS = ("threshold", "category_thresholds", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot",
-               "check")
+               "check", "coverage_threshold", "coverage_source")
 # "rubric" renders the support rubric over the whole source; "premise" is the judge's own prompt
 # over selected source sentences (local_premise). The default stays "rubric": on the tuning corpus
 # (bench/local_judge.py dev, seed 11) the two tie (AUC 0.751 vs 0.753 on the same 42 items), and
@@ -427,6 +427,13 @@ class LocalJudge(Judge):
         # every other category against `threshold`.
         self.category_thresholds: dict[str, float] = {
             str(c): _finite(config.spec, f"category_thresholds.{c}", t) for c, t in (per_category or {}).items()}
+        coverage_threshold = opts.get("coverage_threshold")
+        if coverage_threshold is None:
+            coverage_threshold = self.packaged.coverage_threshold if self.packaged is not None else 0.0
+        self.coverage_threshold = _finite(config.spec, "coverage_threshold", coverage_threshold)
+        self.coverage_source = opts.get("coverage_source", True)
+        if not isinstance(self.coverage_source, bool):
+            raise UsageError(f"{config.spec}: option coverage_source must be true or false, got {self.coverage_source!r}")
         # Loaded models by context name ("main", and "check" for the premise check's own KV cache).
         self._models: dict[str, LocalModel] = {}
         self._lock = asyncio.Lock()
@@ -534,9 +541,62 @@ class LocalJudge(Judge):
             except PromptTooLong as e:
                 return None, f"premise check: {e}"
 
+    def call_identity(self, kind: str) -> dict[str, Any]:
+        """Coverage calls also depend on the coverage prompt, its threshold and whether it shows
+        the source; support calls' keys stay as they were."""
+        ident = self.identity()
+        if kind == "coverage":
+            from memjudge.judges.local_coverage import COVERAGE_PROMPT_VERSION, WORDS
+
+            ident["coverage"] = {"version": COVERAGE_PROMPT_VERSION, "threshold": self.coverage_threshold,
+                                 "source": self.coverage_source, "words": list(WORDS)}
+        return ident
+
+    def _coverage_sync(self, call: JudgeCall) -> tuple[list[VerdictScore] | None, str | None]:
+        from memjudge.judges.local_coverage import score_candidates
+
+        f = call.fields
+        model = self.ensure_loaded()
+        with model.lock:
+            try:
+                return score_candidates(model, f["source"] if self.coverage_source else None, f["facts"][0]["text"],
+                                        [a["text"] for a in f["assertions"]]), None
+            except PromptTooLong as e:
+                return None, str(e)
+
+    def coverage_answer(self, scores: list[VerdictScore], call: JudgeCall) -> JudgeAnswer:
+        """The per-fact coverage answer: the shown candidates whose log-odds reach the coverage
+        threshold (at temperature T > 0, each drawn as a support verdict is)."""
+        fact, shown = call.fields["facts"][0], call.fields["assertions"]
+        temperature = self.config.temperature or 0.0
+        covered, by_id = [], {}
+        for a, sc in zip(shown, scores):
+            lo = sc.log_odds
+            by_id[a["id"]] = lo
+            if temperature > 0:
+                g_yes, g_no = gumbel_pair(self.config.seed, call.rubric, f"{fact['id']}|{a['id']}", call.replicate)
+                lo = lo + temperature * (g_yes - g_no)
+            if lo >= self.coverage_threshold:
+                covered.append(a["id"])
+        obj = {"facts": [{"fact_id": fact["id"], "fact": fact["text"], "covered_by": covered}]}
+        usage = Usage(input_tokens=sum(s.prompt_tokens for s in scores), output_tokens=0,
+                      cached_tokens=sum(s.reused_tokens for s in scores))
+        return JudgeAnswer(text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
+                           judge_score=max(by_id.values()) if by_id else None, parsed=obj,
+                           raw={"candidate_scores": by_id, "coverage_threshold": self.coverage_threshold})
+
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
+        if "facts" in getattr(call.schema, "model_fields", {}):
+            if len(call.fields.get("facts") or []) != 1 or "assertions" not in call.fields:
+                raise UsageError(f"{self.spec}: the local judge answers coverage one fact at a time: use the per-fact "
+                                 f"rubric (--rubric coverage-fact) with --facts, not {call.rubric!r}")
+            async with self._lock:
+                scores, error = await asyncio.to_thread(self._coverage_sync, call)
+            if scores is None:
+                return JudgeAnswer(text=None, finish_reason="length", model_version=self.model_version, raw={"error": error})
+            return self.coverage_answer(scores, call)
         if "verdict" not in getattr(call.schema, "model_fields", {}):
-            raise UsageError(f"{self.spec}: the local judge answers support rubrics only, not {call.rubric!r}")
+            raise UsageError(f"{self.spec}: the local judge answers support and per-fact coverage rubrics, not {call.rubric!r}")
         if (self.prompt_mode == "premise" or self.check) and not {"source", "assertion"} <= set(call.fields):
             raise UsageError(f"{self.spec}: the call carries no source/assertion fields for premise selection "
                              "(use option prompt = \"rubric\" with check = false)")

@@ -49,6 +49,10 @@ class PackagedWeights:
     # notes (seed 8086) the two lift balanced accuracy 69.9 -> 72.3 over one threshold from dev.
     check_threshold: float = 0.0
     check_category_thresholds: tuple[tuple[str, float], ...] = ()
+    # Threshold on the coverage read's log-odds (local_coverage: does this candidate state this
+    # fact?), chosen by `memjudge calibrate` on the gold coverage of a simulated tuning corpus
+    # (bench/coverage.py, seed 11), never on the held-out seed it reports.
+    coverage_threshold: float = 0.0
 
 
 PACKAGED: dict[str, PackagedWeights] = {

@@ -33,6 +33,10 @@ from memjudge.judges.base import Prompt, canonical_json
 
 KINDS = ("support", "coverage")
 VERDICTS = ("supported", "unsupported")
+# How a coverage rubric asks (its `form`): "persona", one call per persona listing all its facts
+# and candidates; "fact", one call per reference fact listing only the `candidates` (top k, by
+# BM25) of the persona's candidates closest to it, for small models and the embedded judge.
+COVERAGE_FORMS = ("persona", "fact")
 DIGEST_CHARS = 12
 
 
@@ -182,11 +186,24 @@ class Rubric:
     expected_output_tokens: int
     origin: str  # "builtin" or the file it came from
     model: type[BaseModel] = field(repr=False, compare=False)
+    form: str = "persona"  # coverage: "persona" or "fact" (COVERAGE_FORMS)
+    candidates: int | None = None  # form "fact": how many BM25-closest candidates each fact's call shows
+
+    @property
+    def per_fact(self) -> bool:
+        return self.kind == "coverage" and self.form == "fact"
+
+    def _form_identity(self) -> dict[str, Any]:
+        # Only the per-fact form adds keys: the persona form's identities (and cache keys) stay
+        # what they were before forms existed.
+        return {"form": self.form, "candidates": self.candidates} if self.per_fact else {}
 
     @functools.cached_property
     def digest(self) -> str:
-        """sha256 of the template text and the schema (what changes answers)."""
-        payload = canonical_json({"system": self.system_template, "user": self.user_template, "schema": self.schema})
+        """sha256 of the template text and the schema (what changes answers), and of the
+        per-fact form's settings."""
+        payload = canonical_json({"system": self.system_template, "user": self.user_template, "schema": self.schema,
+                                  **self._form_identity()})
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     @property
@@ -194,10 +211,14 @@ class Rubric:
         return f"{self.name}@{self.digest[:DIGEST_CHARS]}"
 
     def cache_identity(self) -> dict[str, Any]:
-        return {"name": self.name, "template_sha256": self.digest, "schema": self.schema}
+        return {"name": self.name, "template_sha256": self.digest, "schema": self.schema, **self._form_identity()}
 
     def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "kind": self.kind, "version": self.version, "origin": self.origin, "sha256": self.digest}
+        d = {"id": self.id, "name": self.name, "kind": self.kind, "version": self.version, "origin": self.origin,
+             "sha256": self.digest}
+        if self.kind == "coverage":
+            d.update(form=self.form, candidates=self.candidates)
+        return d
 
     # -- rendering ----------------------------------------------------------------------
 
@@ -277,6 +298,27 @@ def _check_kind_schema(kind: str, schema: dict) -> str | None:
     return None
 
 
+def _coverage_form(data: dict, kind: str, origin: str) -> tuple[str, int | None]:
+    """(form, candidates) of a rubric file: a coverage rubric's `form` ("persona" by default) and,
+    for the per-fact form, its `candidates` k (an integer >= 1)."""
+    form = data.get("form", "persona")
+    if kind != "coverage":
+        if "form" in data or "candidates" in data:
+            raise InputError(origin, "'form' and 'candidates' are for coverage rubrics")
+        return "persona", None
+    if form not in COVERAGE_FORMS:
+        raise InputError(origin, f"rubric form must be one of {', '.join(COVERAGE_FORMS)}, found {form!r}")
+    k = data.get("candidates")
+    if form == "persona":
+        if k is not None:
+            raise InputError(origin, "'candidates' is for form = \"fact\" (the persona form shows every candidate)")
+        return form, None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(origin, f"a per-fact coverage rubric needs 'candidates' (how many to show per fact), an integer >= 1, "
+                                 f"found {k!r}")
+    return form, k
+
+
 def rubric_from_toml(text: str, origin: str) -> Rubric:
     """Parse and check a rubric file; problems are InputErrors naming it."""
     try:
@@ -310,10 +352,12 @@ def rubric_from_toml(text: str, origin: str) -> Rubric:
                                          "a rubric is one self-contained file")
     except TemplateError as e:
         raise InputError(origin, f"rubric template: {type(e).__name__}: {e}") from None
+    form, candidates = _coverage_form(data, kind, origin)
     rubric = Rubric(
         name=data["name"], kind=kind, version=data["version"], description=data.get("description", ""),
         system_template=data["system"], user_template=data["user"], schema=schema,
         expected_output_tokens=int(data.get("expected_output_tokens", 100)), origin=origin, model=model,
+        form=form, candidates=candidates,
     )
     for sample in _SAMPLES[kind]:  # fail at load, not after a thousand calls
         try:
@@ -371,6 +415,6 @@ def evidence_found(evidence: str | None, source: str) -> bool | None:
 
 
 __all__ = [
-    "AnswerError", "KINDS", "Rubric", "VERDICTS", "builtin_names", "evidence_found",
+    "AnswerError", "COVERAGE_FORMS", "KINDS", "Rubric", "VERDICTS", "builtin_names", "evidence_found",
     "list_entries", "load_rubric", "model_from_schema", "normalise_ws", "parse_json_answer", "rubric_from_toml",
 ]

@@ -144,6 +144,9 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
         rows = [[label, fmt(q[k])] for k, label, fmt in keys if k in q]
         blocks.append(Table("Embedded judge against the corpus's gold labels. Data: local_judge.json.",
                             ["Measure", "Value"], rows, str(q.get("note", ""))))
+    from memjudge.reporting.coverage import coverage_blocks
+
+    blocks += coverage_blocks(run)
     blocks.append(Heading("Run"))
     ci = run.get("compare_inputs")
     if ci:

@@ -81,6 +81,10 @@ def what_was_done(run: Run) -> list[str]:
                    + ", ".join(sims) + ".")
     if run.simulated_truth:
         out.append("Gold labels are the generated corpus's construction truth (simulated gold), not hand labels.")
+    if run.get("coverage_judge"):
+        from memjudge.reporting.coverage import rests_on
+
+        out.append(rests_on(run.get("coverage_judge")))
     cmp_ = run.get("compare")
     if cmp_:
         out.append(f"Retention policies compared under {judge_label(str(cmp_.get('judge')), run)}'s labels "

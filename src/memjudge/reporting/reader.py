@@ -30,6 +30,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "simulate.json": ("simulation", "memjudge simulate --out DIR"),
     "summary.json": ("scoring", "memjudge score --out RUN_DIR"),
     "local_judge.json": ("judge_quality", "memjudge demo"),
+    "coverage_judge.json": ("coverage_judge", "memjudge demo"),
     "demo.json": ("demo", "memjudge demo"),
     "sweep.json": ("sweep", "memjudge compare ... --out RUN_DIR"),
     "calibration.json": ("calibration", "memjudge compare ... --out RUN_DIR"),
@@ -41,7 +42,7 @@ PARTS: dict[str, tuple[str, str]] = {
 
 
 # Parts that describe a run rather than analyse it: not listed as missing when absent.
-QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judge_quality", "demo", "diff"}
+QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judge_quality", "demo", "diff", "coverage_judge"}
 POLICY_NAMES = {"write_all": "Write-all", "global": "Global threshold", "targeted": "Targeted",
                  "per_category": "Per-category thresholds"}
 METRIC_NAMES = {"faithfulness": "faithfulness", "retention": "retention", "coverage": "estimated coverage"}

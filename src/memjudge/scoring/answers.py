@@ -67,7 +67,16 @@ class Task:
         self.finish_reason, self.model_version = answer.finish_reason, answer.model_version
 
     def accept(self, record: dict) -> None:
+        """A valid answer of this run; one completing a kept partial coverage answer adds only
+        the facts that one lacked."""
+        if self.record is not None and unanswered_facts(self.record):
+            record = merge_coverage(self.record, {**record["answer"], "unanswered": record.get("unanswered")})
         self.record, self.origin, self.error = record, "request", None
+
+    @property
+    def pending(self) -> bool:
+        """Still to ask: no valid answer, or a coverage answer that lacks some facts."""
+        return self.record is None or bool(unanswered_facts(self.record))
 
 
 def reask_call(call: JudgeCall, problem: str | None) -> JudgeCall:
@@ -76,9 +85,22 @@ def reask_call(call: JudgeCall, problem: str | None) -> JudgeCall:
     return dataclasses.replace(call, prompt=Prompt(system=call.prompt.system, user=f"{call.prompt.user}\n\n{note}"))
 
 
+def followup_call(call: JudgeCall, rubric: Rubric, fact_ids: list[str]) -> JudgeCall:
+    """The coverage call asked again for only the facts `fact_ids` (the rest of its answer is
+    kept): the rubric rendered with those facts and the same candidates. Same key: its answer
+    completes the call's record."""
+    f = call.fields
+    facts = [x for x in f["facts"] if x["id"] in set(fact_ids)]
+    prompt = rubric.render_coverage(source=f["source"], assertions=f["assertions"], facts=facts, persona_id=f.get("persona_id", ""))
+    return dataclasses.replace(call, prompt=prompt, fields={**f, "facts": facts})
+
+
 def answer_record(answer: JudgeAnswer, valid: dict, *, usage: dict, latency_s: float | None, reasks: int,
                   batch_job: str | None = None) -> dict[str, Any]:
-    """The valid-answer record: what the journal and the cache keep, and rows are made of."""
+    """The valid-answer record: what the journal and the cache keep, and rows are made of (a
+    partial coverage answer's left-out facts under `unanswered`)."""
+    valid = dict(valid)
+    unanswered = valid.pop("unanswered", None)
     record = {
         "answer": valid,
         "text": answer.text,
@@ -91,11 +113,17 @@ def answer_record(answer: JudgeAnswer, valid: dict, *, usage: dict, latency_s: f
     }
     if batch_job is not None:
         record["batch"] = batch_job
+    if unanswered:
+        record["unanswered"] = unanswered
+    scores = (answer.raw or {}).get("candidate_scores")
+    if scores is not None:  # the embedded judge's per-candidate log-odds of a per-fact coverage call
+        record["candidate_scores"] = scores
     return record
 
 
 class AnswerCheck:
-    """The rubric's checks of one run (coverage: per persona, the known fact and assertion ids)."""
+    """The rubric's checks of one run (coverage: per call key, the known fact and assertion ids;
+    a follow-up call is checked against the facts it lists)."""
 
     def __init__(self, rubric: Rubric, coverage_ctx: dict[str, dict] | None = None):
         self.rubric = rubric
@@ -106,7 +134,10 @@ class AnswerCheck:
         obj = answer.parsed if (text is None or not str(text).strip()) and isinstance(answer.parsed, dict) else text
         valid = self.rubric.validate(obj)
         if self.rubric.kind == "coverage":
-            valid = check_coverage(valid, self.coverage_ctx[call.item["persona_id"]])
+            ctx = self.coverage_ctx[call.key]
+            if ctx.get("fact_ids") is not None and "facts" in call.fields:
+                ctx = {**ctx, "fact_ids": [f["id"] for f in call.fields["facts"]]}
+            valid = check_coverage(valid, ctx)
         return valid
 
     def examine(self, call: JudgeCall, answer: JudgeAnswer) -> tuple[str, Any]:
@@ -123,32 +154,76 @@ class AnswerCheck:
             return "reask", str(e)
 
 
+# A coverage answer's facts that were left out (or listed more than once) are asked again in
+# up to this many follow-up calls that list only them; what is still missing is null.
+MAX_FOLLOWUPS = 2
+LEFT_OUT = "left out of the answer"
+REPEATED = "listed more than once in the answer"
+
+
 def check_coverage(answer: dict, ctx: dict) -> dict:
-    """Coverage answers must list every reference fact once and only known assertion ids."""
+    """A coverage answer's valid part: every fact it lists once, with known assertion ids.
+
+    An answer that invents an id (a fact id, or an assertion id not shown) is rejected whole
+    (AnswerError: it is asked again). With reference facts, a fact the answer leaves out or
+    lists more than once is not kept: it goes to `unanswered` (fact id -> why), to be asked
+    again in a follow-up call; an answer that keeps no fact at all is rejected. Without
+    reference facts (the judge lists them) a repeated fact rejects the answer, as nothing can be
+    asked again."""
     known = ctx["assertion_ids"]
     facts = answer["facts"]
     ids = [f["fact_id"] for f in facts]
     if any(not i.strip() for i in ids):
         raise AnswerError("a fact has an empty fact_id")
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise AnswerError(f"fact {dup!r} is listed more than once")
     ref = ctx.get("fact_ids")
     if ref is not None:
-        missing = [i for i in ref if i not in set(ids)]
-        extra = [i for i in ids if i not in set(ref)]
-        if missing:
-            raise AnswerError(f"facts missing from the answer: {', '.join(missing[:5])}")
+        extra = [i for i in dict.fromkeys(ids) if i not in set(ref)]
         if extra:
             raise AnswerError(f"unknown fact ids in the answer: {', '.join(extra[:5])}")
-    out = []
     for f in facts:
         unknown = [a for a in f["covered_by"] if a not in known]
         if unknown:
             raise AnswerError(f"unknown assertion ids for fact {f['fact_id']!r}: {', '.join(unknown[:5])}")
-        out.append({**f, "covered_by": list(dict.fromkeys(f["covered_by"]))})
-    return {**answer, "facts": out}
+    repeated = [i for i in dict.fromkeys(ids) if ids.count(i) > 1]
+    if repeated and ref is None:
+        raise AnswerError(f"fact {repeated[0]!r} is listed more than once")
+    out = [{**f, "covered_by": list(dict.fromkeys(f["covered_by"]))} for f in facts if f["fact_id"] not in repeated]
+    valid: dict[str, Any] = {**answer, "facts": out}
+    if ref is not None:
+        kept = {f["fact_id"] for f in out}
+        unanswered = {i: (REPEATED if i in repeated else LEFT_OUT) for i in ref if i not in kept}
+        if not kept:
+            listed = f"; {', '.join(repeated[:5])} {REPEATED}" if repeated else ""
+            raise AnswerError(f"no fact of the list was answered (facts missing from the answer: "
+                              f"{', '.join(list(unanswered)[:5])}{listed})")
+        if unanswered:
+            valid["unanswered"] = unanswered
+    return valid
 
 
-__all__ = ["FINISH_ERRORS", "MAX_REASKS", "REASK_NOTE", "AnswerCheck", "Task", "add_usage", "answer_record",
-           "check_coverage", "reask_call", "zero_usage"]
+def unanswered_facts(record: dict | None) -> dict[str, str]:
+    """Fact id -> why, for the reference facts a kept coverage answer still lacks."""
+    return dict((record or {}).get("unanswered") or {})
+
+
+def merge_coverage(record: dict, answer: dict) -> dict:
+    """`record` (a kept, partial coverage answer) completed by a later valid `answer` (a
+    follow-up's, or a whole new one): the facts it lacked that `answer` gives are added; the
+    facts it kept stay as they were (a kept label is never replaced)."""
+    missing = unanswered_facts(record)
+    old = record["answer"]["facts"]
+    have = {f["fact_id"] for f in old}
+    new = [f for f in answer["facts"] if f["fact_id"] in missing and f["fact_id"] not in have]
+    got = {f["fact_id"] for f in new}
+    still = {i: (answer.get("unanswered") or {}).get(i, why) for i, why in missing.items() if i not in got}
+    merged = {**record, "answer": {**record["answer"], "facts": old + new}}
+    merged.pop("unanswered", None)
+    merged["answer"].pop("unanswered", None)
+    if still:
+        merged["unanswered"] = still
+    return merged
+
+
+__all__ = ["FINISH_ERRORS", "LEFT_OUT", "MAX_FOLLOWUPS", "MAX_REASKS", "REASK_NOTE", "REPEATED", "AnswerCheck", "Task",
+           "add_usage", "answer_record", "check_coverage", "followup_call", "merge_coverage", "reask_call",
+           "unanswered_facts", "zero_usage"]

@@ -75,6 +75,8 @@ class ScoreSummary:
     cache_dir: str | None = None
     batch: dict[str, Any] | None = None  # --batch: jobs, rounds, discount (see memjudge.scoring.batch)
     judge_settings: dict[str, Any] | None = None  # what the provider ended up using (Judge.effective)
+    followups: int = 0  # coverage: calls asked again for only the facts an answer left out
+    facts_unanswered: int = 0  # coverage: fact rows left null (no valid answer for that fact)
 
     def as_dict(self) -> dict[str, Any]:
         return io.json_safe(dataclasses.asdict(self))
@@ -259,7 +261,7 @@ def _dry_run(judge: Judge, rub: Rubric, plan, pending, s: RunSettings, out_dir: 
     est_cost = price_usd(judge.config, {"input_tokens": est_in, "output_tokens": est_out})
     if s.batch is not None and est_cost is not None:
         est_cost *= judge.config.batch_discount
-    rows = len(plan.slots) if rub.kind == "support" else sum(len(plan.persona_facts.get(slot[1]) or [None]) for slot in plan.slots)
+    rows = len(plan.slots) if rub.kind == "support" else sum(len(slot[3] or [None]) for slot in plan.slots)
     summary = ScoreSummary(
         judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=rows,
         calls=len(tasks), requested=0, requests=0, reasks=0, retries=0,
@@ -340,7 +342,8 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
             tokens=dict(tally.tokens), cost_usd=job_cost_usd(judge.config, tally.tokens, tally.batch_tokens), seconds=0.0,
             out_dir=str(out_dir) if s.write else None, cache_dir=str(cache.directory) if cache is not None else None, batch=batch_report,
-            judge_settings=judge.effective() or None,
+            judge_settings=judge.effective() or None, followups=tally.followups,
+            facts_unanswered=int(coverage["covered_by"].isna().sum()) if coverage is not None else 0,
         )
         if s.write:
             # New answers were appended as they came; rewrite only when the journal holds

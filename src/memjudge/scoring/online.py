@@ -19,7 +19,18 @@ from memjudge._util.secrets import redact, request_error, secret_values
 from memjudge.errors import MemjudgeError
 from memjudge.judges import Judge
 from memjudge.judges.base import RequestTimeout
-from memjudge.scoring.answers import MAX_REASKS, AnswerCheck, Task, add_usage, answer_record, reask_call, zero_usage
+from memjudge.scoring.answers import (
+    MAX_FOLLOWUPS,
+    MAX_REASKS,
+    AnswerCheck,
+    Task,
+    add_usage,
+    answer_record,
+    followup_call,
+    reask_call,
+    unanswered_facts,
+    zero_usage,
+)
 from memjudge.scoring.cost import estimate_tokens, price_usd
 from memjudge.scoring.ratelimit import RateLimiter
 from memjudge.scoring.retry import RetryEvent, call_with_retry
@@ -47,6 +58,7 @@ class Tally:
         self.secrets = secret_values()
         self.requests = 0
         self.reasks = 0
+        self.followups = 0  # coverage calls asked again for the facts an answer left out
         self.retries = 0
         self.tokens = zero_usage()
         self.batch_tokens = zero_usage()  # the part of `tokens` billed at batch prices
@@ -100,54 +112,102 @@ class OnlineRunner:
             except TimeoutError as e:
                 raise RequestTimeout(f"no complete response within timeout_s = {timeout_s:g} s") from e
 
+    async def _send(self, task: Task, current, usage: dict, latency: list[float]):
+        """One request (under the retry policy): the answer, or None after the provider's error
+        (recorded on the task: a null row, never a label)."""
+        tokens = estimate_tokens(current.prompt.system + current.prompt.user) + self.check.rubric.expected_output_tokens
+        t0 = time.perf_counter()
+        self.tally.requests += 1
+        try:
+            async def attempt_once(c=current, tokens=tokens):  # a coroutine function, so tenacity awaits it
+                return await self._attempt(c, tokens)
+
+            answer = await self.tally.retry(attempt_once)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            latency[0] += time.perf_counter() - t0
+            error = request_error(e, self.tally.secrets)
+            log.info("%s: %s: %s", self.judge.spec, task.call.item.get("assertion_id") or task.call.item.get("persona_id"), error)
+            self.failure_streak += 1
+            self.last_failure = error
+            if not self.answered:
+                self.first_failures.append(error)
+            if task.record is None:
+                task.error = error
+            return None, error
+        latency[0] += time.perf_counter() - t0
+        self.failure_streak = 0
+        self.answered += 1
+        add_usage(usage, answer, self.tally.tokens)
+        task.saw(answer)
+        return answer, None
+
     async def ask(self, task: Task) -> None:
-        """Ask for one call until it has a valid answer, a final error, or no re-asks left."""
+        """Ask for one call until it has a valid answer, a final error, or no re-asks left; then
+        ask again, in follow-up calls, for the facts a coverage answer left out."""
         call = task.call
         usage = zero_usage()
-        latency = 0.0
+        latency = [0.0]
         current = call
         last_problem = None
-        for attempt in range(MAX_REASKS + 1):
-            if attempt:
-                self.tally.reasks += 1
-                current = reask_call(call, last_problem)
-            tokens = estimate_tokens(current.prompt.system + current.prompt.user) + self.check.rubric.expected_output_tokens
-            t0 = time.perf_counter()
-            self.tally.requests += 1
-            try:
-                async def attempt_once(c=current, tokens=tokens):  # a coroutine function, so tenacity awaits it
-                    return await self._attempt(c, tokens)
-
-                answer = await self.tally.retry(attempt_once)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the provider's error after retries: a null row, never a label
-                latency += time.perf_counter() - t0
-                task.error, task.usage, task.latency_s = request_error(e, self.tally.secrets), usage, round(latency, 4)
-                log.info("%s: %s: %s", self.judge.spec, call.item.get("assertion_id") or call.item.get("persona_id"), task.error)
-                self.failure_streak += 1
-                self.last_failure = task.error
-                if not self.answered:
-                    self.first_failures.append(task.error)
-                return
-            latency += time.perf_counter() - t0
-            self.failure_streak = 0
-            self.answered += 1
-            add_usage(usage, answer, self.tally.tokens)
-            task.saw(answer)
-            outcome, value = self.check.examine(call, answer)
-            if outcome == "final":
-                task.error = value
+        if task.record is None:
+            for attempt in range(MAX_REASKS + 1):
+                if attempt:
+                    self.tally.reasks += 1
+                    current = reask_call(call, last_problem)
+                answer, failed = await self._send(task, current, usage, latency)
+                if answer is None:
+                    task.usage, task.latency_s = usage, round(latency[0], 4)
+                    return
+                outcome, value = self.check.examine(call, answer)
+                if outcome == "final":
+                    task.error = value
+                    break
+                if outcome == "reask":
+                    last_problem = value
+                    continue
+                task.accept(answer_record(answer, value, usage=usage, latency_s=round(latency[0], 4), reasks=attempt))
+                await self.store.keep(call.key, task.record)
                 break
-            if outcome == "reask":
-                last_problem = value
-                continue
-            task.accept(answer_record(answer, value, usage=usage, latency_s=round(latency, 4), reasks=attempt))
-            await self.store.keep(call.key, task.record)
-            break
-        else:
-            task.error = f"invalid answer after {MAX_REASKS} re-asks: {last_problem}"
-        task.usage, task.latency_s = usage, round(latency, 4)
+            else:
+                task.error = f"invalid answer after {MAX_REASKS} re-asks: {last_problem}"
+        if task.record is not None and unanswered_facts(task.record):
+            await self.follow_up(task, usage, latency)
+        task.usage, task.latency_s = usage, round(latency[0], 4)
+
+    async def follow_up(self, task: Task, usage: dict, latency: list[float]) -> None:
+        """Ask for the facts the kept coverage answer lacks, listing only them, up to
+        MAX_FOLLOWUPS times; each valid part is kept (journal, cache) as it comes. What is still
+        missing stays in the record's `unanswered` with its error: a rerun asks only for it."""
+        why: dict[str, str] = {}
+        # Usage of the requests that built the record: a kept answer's own (from an earlier
+        # run), or nothing when this run asked for it (`usage` counts that request already).
+        prior = dict(task.record.get("usage") or {}) if task.origin in ("journal", "cache") else {}
+        for n in range(1, MAX_FOLLOWUPS + 1):
+            missing = unanswered_facts(task.record)
+            if not missing:
+                return
+            self.tally.followups += 1
+            current = followup_call(task.call, self.check.rubric, list(missing))
+            answer, failed = await self._send(task, current, usage, latency)
+            problem = failed
+            if answer is not None:
+                outcome, value = self.check.examine(current, answer)
+                if outcome == "valid":
+                    followups = (task.record.get("followups") or 0) + 1
+                    task.accept(answer_record(answer, value, usage=usage, latency_s=None, reasks=0))
+                    total = {k: prior.get(k, 0) + v for k, v in usage.items()}
+                    task.record = {**task.record, "followups": followups, "usage": total, "latency_s": round(latency[0], 4)}
+                    await self.store.keep(task.call.key, task.record)
+                    why = {}
+                    continue
+                problem = value
+            why = dict.fromkeys(missing, f"follow-up {n}: {problem}")
+        still = unanswered_facts(task.record)
+        if still:
+            task.record = {**task.record, "unanswered": {
+                i: f"no valid answer for this fact after {MAX_FOLLOWUPS} follow-up calls ({why.get(i, r)})" for i, r in still.items()}}
 
     async def run(self, pending: list[Task], progress_total: int, progress_done: int) -> None:
         """Ask every pending task; RunStopped when the judge is unreachable or keeps failing."""

@@ -29,6 +29,9 @@ REPLICATE_OF = io.REPLICATE_OF
 
 UNANSWERED_FACT = "(unanswered)"  # coverage row of a persona whose judge-listed facts are unknown
 EXTRA_LABEL_COLUMNS = ["finish_reason", "model_version", "simulated"]
+# judge_score: a per-fact call's log-odds that some shown candidate states the fact (the
+# embedded judge's best candidate); candidate_scores: its log-odds per candidate shown.
+EXTRA_COVERAGE_COLUMNS = ["cached", "judge_score", "candidate_scores"]
 
 
 def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubric, source: str, extras: dict) -> dict:
@@ -56,18 +59,28 @@ def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubr
 
 
 def coverage_rows(persona: str, replicate: int, task: Task, judge: Judge, rubric: Rubric, facts: list[dict] | None) -> list[dict]:
-    def row(fact_id, fact_text, covered_by, error, cached):
-        return {"persona_id": persona, "fact_id": fact_id, "fact_text": fact_text, "covered_by": covered_by, "judge": judge.spec,
-                "rubric": rubric.id, "replicate": replicate, "error": error, "cached": cached}
-
+    """The rows of one coverage call: one per reference fact it asks about (or per fact the judge
+    listed). A fact its kept answer still lacks is null with its own error, never "not covered"."""
     rec = task.record
     cached = task.origin in ("journal", "cache")
+    scores = (rec or {}).get("candidate_scores")
+
+    def row(fact_id, fact_text, covered_by, error, cached):
+        answered = covered_by is not None
+        return {"persona_id": persona, "fact_id": fact_id, "fact_text": fact_text, "covered_by": covered_by, "judge": judge.spec,
+                "rubric": rubric.id, "replicate": replicate, "error": error, "cached": cached,
+                "judge_score": rec.get("judge_score") if answered and rubric.per_fact else None,
+                "candidate_scores": scores if answered and rubric.per_fact else None}
+
     if rec is None:
         listed = facts if facts else [{"id": UNANSWERED_FACT, "text": None}]
         return [row(f["id"], f["text"], None, task.error, False) for f in listed]
     by_id = {f["fact_id"]: f for f in rec["answer"]["facts"]}
     if facts:
-        return [row(f["id"], f["text"], by_id[f["id"]]["covered_by"], None, cached) for f in facts]
+        missing = rec.get("unanswered") or {}
+        return [row(f["id"], f["text"], by_id[f["id"]]["covered_by"], None, cached) if f["id"] in by_id
+                else row(f["id"], f["text"], None, missing.get(f["id"], task.error) or "no valid answer for this fact", False)
+                for f in facts]
     return [row(f["fact_id"], f.get("fact"), f["covered_by"], None, cached) for f in rec["answer"]["facts"]]
 
 
@@ -91,8 +104,8 @@ def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | Non
         if plan.derived_replicates:
             labels[REPLICATE_OF] = pd.array([row[REPLICATE_OF] for row in rows], dtype="Int64")
         return labels, None, rows
-    rows = [row for key, pid, r in plan.slots for row in coverage_rows(pid, r, tasks[key], judge, rub, plan.persona_facts[pid])]
-    return None, io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + ["cached"])), rows
+    rows = [row for key, pid, r, facts in plan.slots for row in coverage_rows(pid, r, tasks[key], judge, rub, facts)]
+    return None, io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + EXTRA_COVERAGE_COLUMNS)), rows
 
 
 def to_parquet(frame: pd.DataFrame, path: Path) -> None:
@@ -145,7 +158,7 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
     config = {
         "memjudge_version": __version__,
         "command": argv,
-        "judge": {**judge.identity(), "endpoint": judge.endpoint, "simulated": bool(judge.simulated),
+        "judge": {**judge.call_identity(rub.kind), "endpoint": judge.endpoint, "simulated": bool(judge.simulated),
                   "config": judge.config.model_dump(mode="json"), "effective": judge.effective() or None},
         "rubric": rub.describe(),
         "replicates": replicates,
@@ -160,5 +173,5 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
     io.write_json(out_dir / "config.json", json.loads(redact(io.dumps(config))))
 
 
-__all__ = ["EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "coverage_rows", "file_digest", "label_row", "make_rows", "to_parquet",
+__all__ = ["EXTRA_COVERAGE_COLUMNS", "EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "coverage_rows", "file_digest", "label_row", "make_rows", "to_parquet",
            "write_outputs"]

@@ -113,7 +113,7 @@ class Plan:
     tasks: dict[str, Task] = field(default_factory=dict)
     slots: list[tuple] = field(default_factory=list)
     source_of: dict[str, str] = field(default_factory=dict)
-    coverage_ctx: dict[str, dict] = field(default_factory=dict)  # persona -> known assertion and fact ids
+    coverage_ctx: dict[str, dict] = field(default_factory=dict)  # call key -> known assertion and fact ids
     persona_facts: dict[str, list[dict] | None] = field(default_factory=dict)  # persona -> reference facts (None: unknown)
     # A deterministic judge's support replicates r > 0 read replicate 0's call (one call per item):
     # their rows say so in `replicate_of`.
@@ -121,17 +121,18 @@ class Plan:
 
     @property
     def pending(self) -> list[Task]:
-        return [t for t in self.tasks.values() if t.record is None]
+        return [t for t in self.tasks.values() if t.pending]
 
 
 def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df: pd.DataFrame | None,
                replicates: int, extra_names: dict[str, str]) -> Plan:
     """The run's calls: one per (item, replicate) for support, per (persona, replicate) for
-    coverage; equal prompts share one call (and one answer). A deterministic judge (Judge.deterministic)
-    is asked once per support item: every replicate's slot reads replicate 0's call."""
+    coverage (per (reference fact, replicate) for a per-fact coverage rubric); equal prompts
+    share one call (and one answer). A deterministic judge (Judge.deterministic) is asked once
+    per support item: every replicate's slot reads replicate 0's call."""
     derived = rub.kind == "support" and replicates > 1 and judge.deterministic
     plan = Plan(source_of=dict(zip(srcs["persona_id"], srcs["source"])), derived_replicates=derived)
-    identity = judge.identity()
+    identity = judge.call_identity(rub.kind)
     rid = rub.cache_identity()
     tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
     extras_cols = list(extra_names)
@@ -157,6 +158,8 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
     else:
         by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
         facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}
+        if rub.per_fact and fact_df is None:
+            raise UsageError(f"rubric {rub.name!r} asks one call per reference fact: it needs --facts")
         for pid, g in by_persona.items():
             assertions = [{"id": a, "text": t, "category": c} for a, t, c in zip(g["assertion_id"], g["text"], g["category"])]
             if fact_df is not None:
@@ -166,12 +169,31 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
             else:
                 fl = None
             plan.persona_facts[pid] = fl
-            plan.coverage_ctx[pid] = {"assertion_ids": set(g["assertion_id"]), "fact_ids": [f["id"] for f in fl] if fl else None}
-            prompt = rub.render_coverage(source=source_of[pid], assertions=assertions, facts=fl, persona_id=pid)
-            item = {"persona_id": pid}
-            for r in range(replicates):
-                slots.append((add(prompt, item, r), pid, r))
+            # One call per persona, or one per fact with only its closest candidates.
+            groups = [([f], closest_candidates(f["text"], assertions, rub.candidates or 1)) for f in fl or []] if rub.per_fact \
+                else [(fl, assertions)]
+            for facts, shown in groups:
+                prompt = rub.render_coverage(source=source_of[pid], assertions=shown, facts=facts, persona_id=pid)
+                item = {"persona_id": pid, **({"fact_id": facts[0]["id"]} if rub.per_fact else {})}
+                fields = {"source": source_of[pid], "persona_id": pid, "facts": facts or [], "assertions": shown}
+                for r in range(replicates):
+                    key = add(prompt, item, r, fields)
+                    plan.coverage_ctx[key] = {"assertion_ids": {a["id"] for a in shown},
+                                              "fact_ids": [f["id"] for f in facts] if facts else None}
+                    slots.append((key, pid, r, facts))
     return plan
 
 
-__all__ = ["OVERRIDABLE", "Plan", "default_out_dir", "plan_calls", "read_input", "resolve_judge"]
+def closest_candidates(fact: str, assertions: list[dict], k: int) -> list[dict]:
+    """The `k` of a persona's candidates most likely to state `fact`: highest Okapi BM25 of the
+    fact's words against each candidate's text (the persona's candidates are the collection;
+    the embedded judge's premise selection uses the same scorer), ties in file order, best
+    first."""
+    from memjudge.judges.local_premise import bm25_scores, tokens
+
+    scores = bm25_scores(tokens(fact), [tokens(a["text"]) for a in assertions])
+    ranked = sorted(range(len(assertions)), key=lambda i: (-scores[i], i))[:k]
+    return [assertions[i] for i in ranked]
+
+
+__all__ = ["OVERRIDABLE", "Plan", "closest_candidates", "default_out_dir", "plan_calls", "read_input", "resolve_judge"]

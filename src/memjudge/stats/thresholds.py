@@ -276,10 +276,12 @@ def dump_panel(tables: list[dict]) -> str:
     return "\n".join(out)
 
 
-def write_threshold(panel, spec: str, threshold: float, category_thresholds: dict[str, float] | None = None) -> None:
+def write_threshold(panel, spec: str, threshold: float, category_thresholds: dict[str, float] | None = None, *,
+                    key: str = "threshold") -> None:
     """Create the panel or update its `[[judge]]` for `spec` with options.threshold (and
     options.category_thresholds, replaced or removed: a calibration decides them all), keeping
-    every other judge and setting. The result is re-read with the panel loader before replacing the file."""
+    every other judge and setting. The result is re-read with the panel loader before replacing the file.
+    `key` "coverage_threshold" writes that option alone (a coverage calibration)."""
     from memjudge._util.files import write_atomic
     from memjudge.formats import read_toml
     from memjudge.judges.panel import load_panel
@@ -289,13 +291,14 @@ def write_threshold(panel, spec: str, threshold: float, category_thresholds: dic
     if path.exists():
         load_panel(path)  # a broken panel is reported, never overwritten
         tables = read_toml(path).get("judge", [])
-    new: dict[str, float | dict[str, float]] = {"threshold": float(threshold)}
+    new: dict[str, float | dict[str, float]] = {key: float(threshold)}
     if category_thresholds:
         new["category_thresholds"] = {str(c): float(t) for c, t in category_thresholds.items()}
     for table in tables:
         if table.get("spec") == spec:
             options = table.setdefault("options", {})
-            options.pop("category_thresholds", None)
+            if key == "threshold":
+                options.pop("category_thresholds", None)
             options.update(new)
             break
     else:
