@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from doc_blocks import (
     MODEL_TAG,
     ROOT,

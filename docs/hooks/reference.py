@@ -119,7 +119,7 @@ def _key_table(schema: dict) -> str:
 def include(path: str) -> str:
     """A file of the repository, its links made relative to docs/ (the README links `docs/PAGE.md`)."""
     text = (ROOT / path).read_text(encoding="utf-8")
-    text = re.sub(r"\]\(docs/", "](", text)
+    text = re.sub(r"\]\(docs/", "](", text).replace("](CHANGELOG.md)", "](changelog.md)")
     return re.sub(r"^# .*\n", "", text, count=1)  # the page has its own title
 
 
