@@ -168,26 +168,25 @@ class SweepJson(Strict):
     fitted: dict[str, FittedPoint]
 
 
-class Bin(Strict):
+class SupportCounts(Strict):
+    """Support within a group of candidates, with its persona-cluster interval."""
+
+    n: int
+    valid: int = described("candidates with a valid verdict")
+    supported: int
+    support_rate: Num
+    ci_lo: Num
+    ci_hi: Num
+
+
+class Bin(SupportCounts):
     conf_lo: float
     conf_hi: float
-    n: int
-    valid: int
-    supported: int
-    support_rate: Num
-    ci_lo: Num
-    ci_hi: Num
 
 
-class CategoryCalibration(Strict):
+class CategoryCalibration(SupportCounts):
     category: str
-    n: int
-    valid: int
-    supported: int
-    support_rate: Num
-    ci_lo: Num
-    ci_hi: Num
-    binning: str = described("distinct (one bin per confidence value) or deciles")
+    binning: Literal["distinct", "deciles"] = described("one bin per confidence value, or ten of width 0.1")
     bins: list[Bin]
 
 
