@@ -108,8 +108,10 @@ def _errors(name: str, doc) -> list[str]:
 def study(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("study")
     shutil.copytree(ROOT / "examples", work / "examples")
-    env = dict(os.environ, PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""), MEMJUDGE_NO_DOTENV="1",
-               MPLBACKEND="Agg", MEMJUDGE_CACHE_DIR=str(work / "cache"))
+    # module-scoped, so before conftest's per-test clean-up: no provider key or endpoint gets in
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    env.update(PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""), MEMJUDGE_NO_DOTENV="1", MPLBACKEND="Agg",
+               MEMJUDGE_CACHE_DIR=str(work / "cache"), HOME=str(work / "cache"))
     proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", STUDY], cwd=work, env=env,
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -7,6 +7,8 @@ A page holds a marker comment and this hook replaces it before the page is conve
     <!-- memjudge:api -->        every name of memjudge.__all__, as mkdocstrings `:::` blocks
     <!-- memjudge:schemas -->    every JSON Schema of memjudge.formats.schemas.SCHEMAS
     <!-- memjudge:include PATH -->  a file of the repository (PATH from its root), e.g. CHANGELOG.md
+
+and it drops the tests' tags from fences (```bash key becomes ```bash).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!-- memjudge:(\w+)(?: ([^ ]+))? -->")
+# The tests' tags after a fence's language (```bash key, ```bash model): Markdown takes only the language.
+TAGGED_FENCE = re.compile(r"^( *```[\w-]+)(?: [\w ]+)$", re.M)
 WIDTH = "100"  # argparse wraps help text to $COLUMNS: fixed, so the page is the same on every machine
 
 
@@ -136,4 +140,4 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
             return include(arg)
         raise ValueError(f"{page.file.src_path}: unknown marker memjudge:{kind}")
 
-    return MARKER.sub(replace, markdown)
+    return TAGGED_FENCE.sub(r"\1", MARKER.sub(replace, markdown))
