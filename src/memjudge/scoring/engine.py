@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import ConfigDict
 
 from memjudge import formats as io
 from memjudge._util.aio import run_sync
@@ -77,6 +78,10 @@ class ScoreSummary:
     judge_settings: dict[str, Any] | None = None  # what the provider ended up using (Judge.effective)
     followups: int = 0  # coverage: calls asked again for only the facts an answer left out
     facts_unanswered: int = 0  # coverage: fact rows left null (no valid answer for that fact)
+
+    # summary.json is this dataclass, every field written: its JSON Schema (memjudge.formats.schemas)
+    # is generated from it, with no other key allowed and every field required.
+    __pydantic_config__ = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
     def as_dict(self) -> dict[str, Any]:
         return io.json_safe(dataclasses.asdict(self))
