@@ -311,6 +311,7 @@ def test_every_public_name_resolves_and_is_listed():
         "simulate", "report", "batch_status", "batch_cancel", "read_candidates", "read_sources", "read_facts",
         "read_labels", "read_coverage", "read_gold", "Estimate", "JudgeConfig", "MemjudgeError", "InputError",
         "UsageError", "__version__",
+        "coverage_agreement",  # issue #35: a judge's coverage labels against a reference map
         "Table", "import_memories",  # issue #34: any table by mapping, the memory systems' exports
     } == set(memjudge.__all__)
     assert memjudge.Estimate(0.5, 0.4, 0.6).to_dict() == {"value": 0.5, "lo": 0.4, "hi": 0.6}

@@ -45,6 +45,7 @@ _LAZY = {
     "panel": "memjudge.stats.panel:panel",
     "sample": "memjudge.stats.sampling:sample",
     "estimate": "memjudge.stats.estimate:estimate",
+    "coverage_agreement": "memjudge.stats.coverage:coverage_agreement",
     # policies and their comparison
     "compare": "memjudge.comparison:compare",
     "robustness": "memjudge.comparison.robustness:robustness",
