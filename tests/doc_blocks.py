@@ -50,7 +50,7 @@ SKIP_TAGS = {
 MODEL_TAG = "model"
 # Modules a Python example may import besides `memjudge` itself (whose names must be in __all__):
 # the gate a memory pipeline imports on its own (stdlib only), and the schema registry.
-PUBLIC_MODULES = {"memjudge.gate", "memjudge.formats.schemas"}
+PUBLIC_MODULES = {"memjudge.gate", "memjudge.formats.schemas", "memjudge.diff"}
 
 
 def manual_pages() -> list[Path]:

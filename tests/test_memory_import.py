@@ -387,14 +387,13 @@ def test_round_trip_with_the_local_judge(tmp_path):
 
 
 def test_importers_page_runs_as_written(tmp_path):
-    from test_readme import _env, _run, _workdir, readme_blocks
+    from doc_blocks import blocks_of, env_for, run_block, workdir
 
-    text = (ROOT / "docs" / "importers.md").read_text(encoding="utf-8")
-    blocks = readme_blocks(text)
-    work, env = _workdir(tmp_path), _env(tmp_path)
+    blocks = blocks_of(ROOT / "docs" / "importers.md")
+    work, env = workdir(tmp_path), env_for(tmp_path)
     ran = [b for b in blocks if b.lang in ("bash", "python") and not b.tags]
     for b in ran:
-        _run(b, work, env)
+        run_block(b, work, env)
     assert len(ran) >= 5
     assert (work / "policy.json").is_file() and (work / "runs" / "mem0-sim" / "labels.jsonl").is_file()
 
@@ -404,9 +403,9 @@ def test_write_path_recipes_gate_before_they_store(tmp_path):
     memory systems, after the page's gate block, on a real fitted policy."""
     import ast
 
-    from test_readme import readme_blocks
+    from doc_blocks import blocks_of
 
-    blocks = readme_blocks((ROOT / "docs" / "importers.md").read_text(encoding="utf-8"))
+    blocks = blocks_of(ROOT / "docs" / "importers.md")
     gate = next(b for b in blocks if b.lang == "python" and "load_policy" in b.code and not b.tags)
     recipes = [b for b in blocks if b.lang == "python" and "key" in b.tags]
     assert len(recipes) == 3

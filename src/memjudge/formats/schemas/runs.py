@@ -132,6 +132,8 @@ class Rubric(Strict):
     version: int
     origin: str = described("builtin:NAME or the file it was read from")
     sha256: str
+    form: str | None = described("coverage rubrics: `persona` (one call per persona) or `fact` (one call per fact)", default=None)
+    candidates: int | None = described("per-fact coverage: the BM25-closest candidates shown per fact", default=None)
 
 
 class InputFile(Strict):
@@ -155,6 +157,9 @@ class ConfigJson(Strict):
         "(every setting of the judge) and `effective` (what an OpenAI-compatible server ended up accepting)")
     rubric: Rubric
     replicates: int
+    replicates_derived: bool = described(
+        "a deterministic judge: replicates after the first are copies of replicate 0 (label column replicate_of)",
+        default=False)
     inputs: Inputs
     judges_file: str | None
     cache_dir: str | None

@@ -22,6 +22,9 @@ class JudgeNoise(Strict):
     excluded_null: int = described("label rows with a null verdict, left out")
     flip_rate: Estimate = described("chance that two replicates of an item differ, averaged over items")
     any_flip_rate: Estimate = described("share of items whose replicates are not all the same")
+    by_construction: bool = described(
+        "true when the judge's later replicates are copies of the first: its flip rate is zero by construction, not measured",
+        default=False)
     by_category: dict[str, CategoryNoise] = described("per category, by name")
 
 
