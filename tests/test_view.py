@@ -29,9 +29,6 @@ from memjudge.cli import main
 from memjudge.formats import read_candidates, read_labels, read_sources
 from memjudge.gate import load_policy
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 JUDGES = """
 [[judge]]
 spec = "sim:paper"
@@ -90,23 +87,6 @@ def runs(tmp_path_factory):
             for a, v in zip(truth["assertion_id"][:60], truth["verdict"][:60])]
     _jsonl(base / "gold.jsonl", gold)
     return base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        if os.environ.get("MEMJUDGE_REQUIRE_CHROMIUM"):
-            pytest.fail(f"{CHROMIUM} is absent but MEMJUDGE_REQUIRE_CHROMIUM is set (CI must run the browser tests)")
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium; .ci/run does)")
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=30_000)  # a loaded 2-core machine; waits end as soon as the page is there
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 class View:
