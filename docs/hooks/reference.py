@@ -124,7 +124,20 @@ def include(path: str) -> str:
     """A file of the repository, its links made relative to docs/ (the README links `docs/PAGE.md`)."""
     text = (ROOT / path).read_text(encoding="utf-8")
     text = re.sub(r"\]\(docs/", "](", text).replace("](CHANGELOG.md)", "](changelog.md)")
+    # Other files of the repository (tests/README.md, examples/) are not pages of the manual:
+    # their links become their names, which a reader of the site finds in the clone.
+    text = LINK.sub(lambda m: m.group(0) if _is_page(m.group(2)) else m.group(1), text)
     return re.sub(r"^# .*\n", "", text, count=1)  # the page has its own title
+
+
+LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def _is_page(target: str) -> bool:
+    """A link the site can follow: a web address, an anchor, or a file under docs/."""
+    if re.match(r"[a-z]+:|#", target):
+        return True
+    return (ROOT / "docs" / target.split("#", 1)[0]).exists()
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
