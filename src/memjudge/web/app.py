@@ -53,7 +53,10 @@ def authorised(request: Request, token: str, allow_query: bool) -> bool:
 
 
 def page_template(name: str) -> str:
-    return resources.files("memjudge.web").joinpath(name).read_text(encoding="utf-8")
+    """A page of this package with the common script (common.js) inlined where it asks for it."""
+    files = resources.files("memjudge.web")
+    page = files.joinpath(name).read_text(encoding="utf-8")
+    return page.replace("  /* memjudge:common.js */\n", files.joinpath("common.js").read_text(encoding="utf-8"), 1)
 
 
 def error(status: int, message: str) -> JSONResponse:
