@@ -48,7 +48,7 @@ def _items(labels: pd.DataFrame, judge: str, replicate) -> pd.DataFrame:
     return pd.DataFrame({"assertion_id": ids.to_numpy(dtype=object),
                          "persona_id": where["persona_id"].astype(str).to_numpy(dtype=object),
                          "category": where["category"].astype(str).to_numpy(dtype=object),
-                         "verdict": np.where(valid, v, None), "valid": valid, "sup": valid & (v == SUPPORTED)})
+                         "verdict": np.where(valid, v, np.array(None, dtype=object)), "valid": valid, "sup": valid & (v == SUPPORTED)})
 
 
 def _choose_judges(base: pd.DataFrame, new: pd.DataFrame, judge: str | None) -> tuple[str, str, list[str], list[str]]:

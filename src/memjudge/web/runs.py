@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -189,7 +190,8 @@ def load_views(run_dirs, *, candidates=None, sources=None, gold=None, labels=(),
     groups = all_labels.groupby(["run", "judge", "rubric"], sort=False)["replicate"].unique()
     judge_runs = all_labels.groupby(["judge", "rubric"])["run"].nunique()
     columns = []
-    for (run, judge, rubric), reps in groups.items():
+    for group, reps in groups.items():
+        run, judge, rubric = cast(tuple[str, str, str], group)
         many_rubrics = all_labels.loc[all_labels["judge"] == judge, "rubric"].nunique() > 1
         key = f"{run}/{judge}" if judge_runs[(judge, rubric)] > 1 else judge
         key = f"{key}@{rubric}" if many_rubrics else key
