@@ -19,7 +19,8 @@ proportions, Wald), which ignores the persona clustering and the pairing. Scenar
 - heterogeneous: the same drop, with personas differing more for each extractor (own effect sd
   0.9): the naive interval under-covers;
 - null: no true difference; `--fail-if-worse 0` on the overall rate must fail in at most 4% of
-  pairs (printed beside: the rate when every category is gated too, one one-sided test each);
+  pairs, and so must the gate over the overall rate and every category at once (the gate takes
+  each of its k figures at the Bonferroni level, so the 2.5% is for all of them together);
 - power: a 2-point drop of the true overall support rate (every category's logit shifted),
   how often `--fail-if-worse 0` fails (detects it) and `--require-noninferior 0.02` passes;
 - items: one candidate set, a new judge (specificity 0.85 → 0.75): the item-paired interval's
@@ -207,12 +208,12 @@ def main(argv=None) -> int:
     print(f"naive item-level coverage: {100 * res['drop']['naive']:.1f}% (drop), "
           f"{100 * res['heterogeneous']['naive']:.1f}% (heterogeneous personas)")
     print(f"null false-fail of --fail-if-worse 0 on the overall rate: {100 * res['null']['fail_worse']:.1f}% "
-          f"(target <= 4%); with every category gated too: {100 * res['null']['fail_worse_any']:.1f}% (each gated "
-          f"figure is a one-sided 2.5% test: name the categories that matter in --gate-categories); "
+          f"(target <= 4%); with every category gated too: {100 * res['null']['fail_worse_any']:.1f}% (target <= 4%: "
+          f"Bonferroni over the {1 + len(CATS)} gated figures); "
           f"McNemar size at 5%: {100 * mcnemar_size:.1f}%")
     print(f"power to detect a 2-point drop at the paper's scale (--fail-if-worse 0 fails on the overall rate): "
           f"{100 * res['power']['fail_worse']:.1f}%")
-    ok = worst >= 0.93 and items_cov >= 0.93 and res["null"]["fail_worse"] <= 0.04
+    ok = worst >= 0.93 and items_cov >= 0.93 and res["null"]["fail_worse"] <= 0.04 and res["null"]["fail_worse_any"] <= 0.04
     print("targets met" if ok else "TARGETS NOT MET")
     return 0 if ok else 1
 

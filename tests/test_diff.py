@@ -275,6 +275,33 @@ def test_gate_rules_and_the_underpowered_message():
     assert not only_work.failed
 
 
+def test_gate_over_several_figures_holds_its_level_together():
+    """No true difference anywhere, the overall rate and all three categories gated: a gate that
+    tested each figure at its own 95% would fail in about 1 − 0.975⁴ ≈ 10% of such pairs (the
+    per-figure rate, counted beside); the Bonferroni gate stays at or below its 2.5% design
+    (allowance for 200 pairs' binomial noise: 6%). Its intervals are the wider ones."""
+    rng = np.random.default_rng(21)
+    gate_fails = per_figure_fails = 0
+    pairs = 200
+    for _ in range(pairs):
+        base, new = draw_pair(rng, n_personas=30, mean_items=20)
+        r = diff_labels(base, new, by="category", B=400, seed=int(rng.integers(1 << 30)))
+        figures = [r.overall, *r.by_category.values()]
+        per_figure_fails += any(t.difference.hi < 0 for t in figures)
+        g = apply_gate(r, fail_if_worse=0.0).gate
+        gate_fails += g.failed
+        if g.failed:
+            assert "Bonferroni" in g.reason and "4 gated figures" in g.reason
+    assert per_figure_fails / pairs > 0.05          # the problem is real at this size
+    assert gate_fails / pairs <= 0.06
+    assert gate_fails <= per_figure_fails
+    # one figure gated: the ordinary 95% interval decides (nothing to adjust for)
+    r = diff_labels(*draw_pair(np.random.default_rng(5), n_personas=60, new=dict(RATES, values=0.3)), B=400)
+    g = apply_gate(r, fail_if_worse=0.0).gate
+    assert g.failed and "Bonferroni" not in g.reason
+    assert f"{100 * r.overall.difference.hi:+.2f}" in g.reason
+
+
 def test_more_needed_scales_with_the_square_of_the_half_width():
     from memjudge.diff.paired import more_needed
     from memjudge.formats.estimate import Estimate

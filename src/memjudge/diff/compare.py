@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memjudge.diff.paired import mcnemar_exact, paired_ppi, paired_ratios
+from memjudge.diff.paired import difference_draws, mcnemar_exact, paired_ppi, paired_ratios
 from memjudge.diff.result import Changed, Counts, DiffResult, Figure, GoldDiff, JudgeDiff, McNemar, Triple
 from memjudge.errors import InputError, UsageError
 
@@ -117,7 +117,7 @@ class _Layout:
         return _sums(p, c, np.asarray(values), len(self.personas), len(self.categories))
 
 
-def _personas_figures(ib, in_, lay: _Layout, W, level) -> tuple[list[Triple], Counts]:
+def _personas_figures(ib, in_, lay: _Layout, W, level) -> tuple[list[Triple], Counts, np.ndarray | None]:
     den_b, num_b = lay.sums(ib, ib["valid"]), lay.sums(ib, ib["sup"])
     den_n, num_n = lay.sums(in_, in_["valid"]), lay.sums(in_, in_["sup"])
     P = len(lay.personas)
@@ -131,7 +131,7 @@ def _personas_figures(ib, in_, lay: _Layout, W, level) -> tuple[list[Triple], Co
                     per_persona=per_persona,
                     by_category={c: {"base": int(cand_b[:, 1 + i].sum()), "new": int(cand_n[:, 1 + i].sum())}
                                  for i, c in enumerate(lay.categories)})
-    return triples, counts
+    return triples, counts, difference_draws(num_b, den_b, num_n, den_n, W)
 
 
 def _paired_items(ib: pd.DataFrame, in_: pd.DataFrame) -> pd.DataFrame:
@@ -140,7 +140,7 @@ def _paired_items(ib: pd.DataFrame, in_: pd.DataFrame) -> pd.DataFrame:
     return both
 
 
-def _items_figures(pairs: pd.DataFrame, lay: _Layout, W, level) -> tuple[list[Triple], McNemar]:
+def _items_figures(pairs: pd.DataFrame, lay: _Layout, W, level) -> tuple[list[Triple], McNemar, np.ndarray | None]:
     ok = pairs["pair"].to_numpy()
     den = lay.sums(pairs, ok)
     num_b = lay.sums(pairs, pairs["sup_b"].to_numpy() & ok)
@@ -151,7 +151,8 @@ def _items_figures(pairs: pd.DataFrame, lay: _Layout, W, level) -> tuple[list[Tr
                for g, t in enumerate(triples)]
     sb, sn = pairs["sup_b"].to_numpy() & ok, pairs["sup_n"].to_numpy() & ok
     b, c = int((sb & ~sn).sum()), int((~sb & sn).sum())
-    return triples, McNemar(b=b, c=c, p_value=mcnemar_exact(b, c), pairs=int(ok.sum()))
+    return triples, McNemar(b=b, c=c, p_value=mcnemar_exact(b, c), pairs=int(ok.sum())), \
+        difference_draws(num_b, den, num_n, den, W)
 
 
 def _changed(pairs: pd.DataFrame) -> list[Changed]:
@@ -312,12 +313,12 @@ def diff_labels(base: pd.DataFrame, new: pd.DataFrame, *, judge: str | None = No
     mcn = changed = None
     gold_diff = None
     if mode == "items":
-        triples, mcn = _items_figures(pairs, lay, W, level)
+        triples, mcn, draws = _items_figures(pairs, lay, W, level)
         changed = _changed(pairs)
         counts = _personas_figures(ib[ib["persona_id"].isin(personas)], in_[in_["persona_id"].isin(personas)],
                                    lay, W, level)[1]
     else:
-        triples, counts = _personas_figures(ib, in_, lay, W, level)
+        triples, counts, draws = _personas_figures(ib, in_, lay, W, level)
     if not cats:
         counts = Counts(counts.candidates, counts.null_verdicts, counts.per_persona, {})
     if gold is not None:
@@ -358,4 +359,5 @@ def diff_labels(base: pd.DataFrame, new: pd.DataFrame, *, judge: str | None = No
         by_category=dict(zip(cats, triples[1:])) if cats else {}, counts=counts, mcnemar=mcn, changed=changed,
         coverage=_coverage(base_coverage, new_coverage, judge_b, judge_n, lay, W, level, notes),
         table1=_table1(base_compare, new_compare), gold=gold_diff, judges=judges, judges_agree_on_sign=agree,
-        base_run=base_run, new_run=new_run, notes=notes)
+        base_run=base_run, new_run=new_run, notes=notes,
+        draws=None if draws is None else draws[:, :1 + len(cats)])

@@ -8,6 +8,11 @@
   the reason says how many personas, and items at the present items per persona, would do).
 - Gated categories: ``categories`` (default: every category of ``by_category``); a figure
   without an interval cannot show non-inferiority (it fails that rule) nor show a drop.
+- Several figures, one confidence: ``fail_if_worse`` fails when *any* gated figure shows a drop,
+  so with k figures each one's upper end is taken at the Bonferroni level 1 − 0.05/k (from the
+  same bootstrap resamples): a run no worse anywhere fails with chance at most 2.5% in all, not
+  2.5% per figure. ``require_noninferior`` needs *every* figure to clear the margin (an
+  intersection-union test), which holds its level with each figure's own 95% interval.
 
 The first figure that fails decides (overall first, then categories in order); with none
 failing, the reason names the figure closest to failing, with its interval.
@@ -18,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memjudge._util.text import pts
-from memjudge.diff.paired import more_needed
+from memjudge.diff.paired import more_needed, simultaneous_bounds
 from memjudge.diff.result import DiffResult, Gate, Triple
 from memjudge.diff.text import margin_points
 from memjudge.errors import UsageError
@@ -42,6 +47,23 @@ def _figures(result: DiffResult, categories) -> list[tuple[str, Triple]]:
     else:
         names = list(result.by_category)
     return figs + [(f"category {c}", result.by_category[c]) for c in names]
+
+
+def _family(result: DiffResult, figs: list[tuple[str, Triple]]) -> list[tuple[str, Triple]]:
+    """The gated figures with their upper ends at the family-wise level (module doc)."""
+    k = len(figs)
+    if k == 1 or result.draws is None:
+        return figs
+    cats = list(result.by_category)
+    cols = [0 if name == "overall" else 1 + cats.index(name.removeprefix("category ")) for name, _ in figs]
+    lo, hi = simultaneous_bounds(result.draws[:, cols], result.level, k)
+    out = []
+    for (name, t), a, b in zip(figs, lo, hi):
+        d = t.difference
+        if d.hi is not None and a == a and b == b:
+            d = replace(d, lo=float(a), hi=float(b))
+        out.append((name, replace(t, difference=d)))
+    return out
 
 
 def _worse(name: str, t: Triple, m: float) -> tuple[bool, float | None]:
@@ -71,14 +93,17 @@ def apply_gate(result: DiffResult, *, fail_if_worse: float | None = None, requir
     figs = _figures(result, categories)
     level = int(round(100 * result.level))
     closest: tuple[float, str] | None = None
+    family = _family(result, figs)
     for rule, m in rules:
-        for name, t in figs:
+        for name, t in (family if rule == "fail_if_worse" else figs):
             failed, slack = (_worse if rule == "fail_if_worse" else _noninferior)(name, t, m)
             if failed:
-                gate = _failure(result, rule, m, name, t, level)
+                gate = _failure(result, rule, m, name, t, level, len(figs))
                 return replace(result, gate=gate)
             if slack is not None and (closest is None or slack < closest[0]):
                 line = (f"upper end above {pts(-m)}" if rule == "fail_if_worse" else f"lower end above {pts(-m)}")
+                if rule == "fail_if_worse" and family is not figs:
+                    line += f" (Bonferroni interval at {_bonferroni(level, len(figs))}: {len(figs)} gated figures)"
                 closest = (slack, f"{name}: NEW - BASE {_interval(t)}, {line}")
     rule_name = "+".join(r for r, _ in rules)
     margin = min(m for _, m in rules)
@@ -87,10 +112,16 @@ def apply_gate(result: DiffResult, *, fail_if_worse: float | None = None, requir
                                      figure=closest[1].split(":")[0] if closest else None))
 
 
-def _failure(result: DiffResult, rule: str, m: float, name: str, t: Triple, level: int) -> Gate:
+def _bonferroni(level: int, k: int) -> str:
+    return f"{100 - (100 - level) / k:.4g}%"
+
+
+def _failure(result: DiffResult, rule: str, m: float, name: str, t: Triple, level: int, k: int) -> Gate:
     d = t.difference
     if rule == "fail_if_worse":
-        reason = (f"failed: {name}: NEW is worse than BASE by more than {margin_points(m)} with {level}% confidence: "
+        over = f" over the {k} gated figures together (Bonferroni: this upper end at the {_bonferroni(level, k)} level)" \
+            if k > 1 and result.draws is not None else ""
+        reason = (f"failed: {name}: NEW is worse than BASE by more than {margin_points(m)} with {level}% confidence{over}: "
                   f"NEW - BASE {_interval(t)}, upper end below {pts(-m)}")
         return Gate(rule=rule, margin=m, failed=True, reason=reason, figure=name)
     if not d.estimate.has_interval:

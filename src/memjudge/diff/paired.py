@@ -23,7 +23,7 @@ from memjudge.formats.estimate import Estimate
 from memjudge.stats.bootstrap import percentile_interval
 from memjudge.stats.ppi import ppi_from_sums
 
-__all__ = ["mcnemar_exact", "more_needed", "paired_ppi", "paired_ratios"]
+__all__ = ["difference_draws", "mcnemar_exact", "more_needed", "paired_ppi", "paired_ratios", "simultaneous_bounds"]
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -57,6 +57,25 @@ def paired_ratios(num_base: np.ndarray, den_base: np.ndarray, num_new: np.ndarra
         rn = _ratio(W @ nn, W @ dn)
     diff_reps = None if rb is None or rn is None else rn - rb
     return (_estimates(base, rb, level), _estimates(new, rn, level), _estimates(new - base, diff_reps, level))
+
+
+def difference_draws(num_base: np.ndarray, den_base: np.ndarray, num_new: np.ndarray, den_new: np.ndarray,
+                     W: np.ndarray | None) -> np.ndarray | None:
+    """The (B, groups) resampled differences NEW − BASE of `paired_ratios` (None: no interval),
+    kept so a gate over several groups can take them at a family-wise level."""
+    if W is None or W.shape[0] == 0:
+        return None
+    arrays = [np.asarray(a, dtype=float) for a in (num_base, den_base, num_new, den_new)]
+    nb, db, nn, dn = (a if a.ndim == 2 else a[:, None] for a in arrays)
+    return _ratio(W @ nn, W @ dn) - _ratio(W @ nb, W @ db)
+
+
+def simultaneous_bounds(draws: np.ndarray, level: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bounds of each column at the Bonferroni level for `k` figures tested together:
+    each two-sided interval at 1 − (1 − level)/k, so the chance that any of the k one-sided
+    ends misses its truth is at most (1 − level)/2 (k = 1: the ordinary interval)."""
+    lo, hi = percentile_interval(draws, 1 - (1 - level) / max(k, 1), axis=0)
+    return np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
 
 
 def paired_ppi(L_base: np.ndarray, U_base: np.ndarray, L_new: np.ndarray, U_new: np.ndarray,

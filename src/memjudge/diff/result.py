@@ -9,7 +9,7 @@ counts (valid verdicts of a run, paired items, common personas). A compared figu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from memjudge.formats.estimate import Estimate
@@ -137,11 +137,15 @@ class DiffResult:
     base_run: str | None = None
     new_run: str | None = None
     notes: list[str] = field(default_factory=list)
+    # The resampled differences NEW − BASE, columns overall then `by_category` in order: what the
+    # gate takes at a family-wise level (not part of diff.json).
+    draws: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         from memjudge.formats import json_safe
 
-        d = asdict(self)
+        d = asdict(replace(self, draws=None))
+        d.pop("draws")
         if self.gate is None:
             d.pop("gate")
         return json_safe(d)
