@@ -259,3 +259,24 @@ def test_cache_stats_and_clear_do_not_create_a_missing_cache(cli, tmp_path):
     r = cli("cache", "clear", "--cache-dir", missing, "--json", "--yes")
     assert r.returncode == 0 and json.loads(r.stdout)["removed"] == 0
     assert not (tmp_path / "no").exists()
+
+
+def test_keymaker_equals_cache_key_and_pins_the_keys_of_existing_caches():
+    """The planner's KeyMaker writes the judge's and rubric's parts once and each prompt once for
+    all its replicates; its keys must be cache_key's, bit for bit, or every cached answer of an
+    existing cache would be a miss (paid again). The literal was written by cache_key before
+    KeyMaker existed."""
+    from memjudge.scoring.cache import KeyMaker
+
+    ident = {"spec": "openai:m", "model": "m", "base_url": None, "params": {"temperature": 0.0, "seed": None}}
+    rub = {"name": "support", "template_sha256": "ab", "schema": {"type": "object"}}
+    hostile = Prompt("sys \u2028 \"x\"", "user é <<<")
+    assert cache_key(ident, rub, hostile, 1) == "e171c6e548c3852a2370e18e390f303ba313b95fd659f16944b34101fefcf91c"
+    km = KeyMaker(ident, rub)
+    prompts = [hostile, Prompt("", ""), Prompt("a\\b", "\x00\U0001f600 }{\",:"), Prompt("s" * 5000, "u\n\t" * 300)]
+    for p in prompts:
+        assert km.keys(p, [0, 1, 7]) == [cache_key(ident, rub, p, r) for r in (0, 1, 7)]
+    real = load_rubric("support")
+    km = KeyMaker(ident, real.cache_identity())
+    p = real.render_support(source="I moved to Zurich.", assertion="lives in Zurich", category="location")
+    assert km.keys(p, range(3)) == [cache_key(ident, real.cache_identity(), p, r) for r in range(3)]

@@ -50,6 +50,27 @@ def cache_key(judge_identity: dict[str, Any], rubric_identity: dict[str, Any], p
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class KeyMaker:
+    """`cache_key` for the many prompts of one judge and rubric, equal to it key for key (the
+    canonical JSON is written in sorted-key order: judge, prompt, replicate, rubric, v): the
+    judge's and rubric's parts are written once, and each prompt is written and hashed once for
+    all its replicates."""
+
+    def __init__(self, judge_identity: dict[str, Any], rubric_identity: dict[str, Any]):
+        self._head = hashlib.sha256(('{"judge":' + canonical_json(judge_identity) + ',"prompt":').encode("utf-8"))
+        self._tail = ',"rubric":' + canonical_json(rubric_identity) + f',"v":{KEY_VERSION}}}'
+
+    def keys(self, prompt: Prompt, replicates) -> list[str]:
+        h = self._head.copy()
+        h.update(canonical_json({"system": prompt.system, "user": prompt.user}).encode("utf-8"))
+        out = []
+        for r in replicates:
+            g = h.copy()
+            g.update(f',"replicate":{int(r)}{self._tail}'.encode())
+            out.append(g.hexdigest())
+        return out
+
+
 # Settings that make the cache keep everything; persisted by diskcache in the cache's Settings table.
 SETTINGS = {"eviction_policy": "none", "size_limit": 2**62, "cull_limit": 0}
 
@@ -173,4 +194,4 @@ def cache_clear(directory: str | os.PathLike | None = None) -> dict[str, Any]:
         return {"directory": str(path), "removed": cache.clear()}
 
 
-__all__ = ["AnswerCache", "ENV_VAR", "SETTINGS", "cache_clear", "cache_key", "cache_stats", "default_cache_dir", "resolve_cache_dir"]
+__all__ = ["AnswerCache", "ENV_VAR", "KeyMaker", "SETTINGS", "cache_clear", "cache_key", "cache_stats", "default_cache_dir", "resolve_cache_dir"]

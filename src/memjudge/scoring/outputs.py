@@ -19,7 +19,7 @@ import pandas as pd
 from memjudge import formats as io
 from memjudge._util.secrets import redact
 from memjudge.judges import Judge
-from memjudge.judges.rubrics import Rubric, evidence_found
+from memjudge.judges.rubrics import Rubric, evidence_found, normalise_ws
 from memjudge.scoring.answers import Task
 from memjudge.scoring.jsonl import json_line, lenient
 from memjudge.scoring.plan import Plan
@@ -34,7 +34,8 @@ EXTRA_LABEL_COLUMNS = ["finish_reason", "model_version", "simulated"]
 EXTRA_COVERAGE_COLUMNS = ["cached", "judge_score", "candidate_scores"]
 
 
-def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubric, source: str, extras: dict) -> dict:
+def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubric, found: bool | None, extras: dict) -> dict:
+    """One row of labels.jsonl; `found` is `evidence_found` of the answer's quote in the source."""
     rec = task.record
     a = rec["answer"] if rec else {}
     evidence = a.get("evidence") if rec else None
@@ -44,7 +45,7 @@ def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubr
         "verdict": a.get("verdict") if rec else None,
         "judge_score": rec.get("judge_score") if rec else None,
         "evidence": evidence,
-        "evidence_found": evidence_found(evidence, source) if rec else None,
+        "evidence_found": found if rec else None,
         "rationale": a.get("rationale") if rec else None,
         "error": None if rec else task.error,
         "cached": task.origin in ("journal", "cache") if rec else False,
@@ -88,12 +89,35 @@ def _order_columns(df: pd.DataFrame, front: list[str]) -> pd.DataFrame:
     return df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]]
 
 
+class _EvidenceFound:
+    """`evidence_found` of each call's quote, once per call (replicates read the same answer),
+    with each persona's source whitespace-normalised once rather than once per row."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.by_key: dict[str, bool | None] = {}
+        self.sources: dict[str, str] = {}
+
+    def __call__(self, key: str, persona: str) -> bool | None:
+        if key in self.by_key:
+            return self.by_key[key]
+        rec = self.plan.tasks[key].record
+        source = self.sources.get(persona)
+        if source is None:
+            source = self.sources[persona] = normalise_ws(self.plan.source_of[persona])
+        found = evidence_found(rec["answer"].get("evidence"), source, normalised=True) if rec else None
+        self.by_key[key] = found
+        return found
+
+
 def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[dict]]:
     """(labels, coverage, the rows as dicts): one of the frames is None, by the rubric's kind."""
     tasks = plan.tasks
     if rub.kind == "support":
         cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS
-        rows = [label_row(item, r, tasks[key], judge, rub, plan.source_of[item["persona_id"]], extras) for key, item, r, extras in plan.slots]
+        found = _EvidenceFound(plan)
+        rows = [label_row(item, r, tasks[key], judge, rub, found(key, item["persona_id"]), extras)
+                for key, item, r, extras in plan.slots]
         if plan.derived_replicates:
             # The replicate each row's answer was asked as; null where it is the row's own.
             for row, (key, _item, r, _extras) in zip(rows, plan.slots):

@@ -17,7 +17,7 @@ from memjudge.errors import InputError, UsageError
 from memjudge.judges import Judge, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
 from memjudge.judges.rubrics import Rubric
 from memjudge.scoring.answers import Task
-from memjudge.scoring.cache import cache_key
+from memjudge.scoring.cache import KeyMaker
 from memjudge.scoring.jsonl import lenient
 
 # Judge settings a caller (CLI flags, score_run keywords) may override.
@@ -132,13 +132,11 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
     per support item: every replicate's slot reads replicate 0's call."""
     derived = rub.kind == "support" and replicates > 1 and judge.deterministic
     plan = Plan(source_of=dict(zip(srcs["persona_id"], srcs["source"])), derived_replicates=derived)
-    identity = judge.call_identity(rub.kind)
-    rid = rub.cache_identity()
+    keys = KeyMaker(judge.call_identity(rub.kind), rub.cache_identity())
     tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
     extras_cols = list(extra_names)
 
-    def add(call_prompt: Prompt, item: dict, r: int, fields: dict | None = None) -> str:
-        key = cache_key(identity, rid, call_prompt, r)
+    def add(call_prompt: Prompt, key: str, item: dict, r: int, fields: dict | None = None) -> str:
         if key not in tasks:
             tasks[key] = Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item,
                                         fields=fields or {}))
@@ -146,15 +144,21 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
 
     if rub.kind == "support":
         cols = ["persona_id", "assertion_id", "category", "text"] + extras_cols
+        asked = [0] if derived else list(range(replicates))
+        renderers: dict = {}
         for values in cands[cols].itertuples(index=False, name=None):
             pid, aid, cat, text = values[:4]
             extras = {extra_names[c]: v for c, v in zip(extras_cols, values[4:])}
-            prompt = rub.render_support(source=source_of[pid], assertion=text, category=cat, persona_id=pid, assertion_id=aid)
+            render = renderers.get(pid)
+            if render is None:   # one render of the template per persona; its items are spliced in
+                render = renderers[pid] = rub.support_renderer(source=source_of[pid], persona_id=pid)
+            prompt = render(text, cat, aid)
             item = {"assertion_id": aid, "persona_id": pid, "category": cat}
+            fields = {"source": source_of[pid], "assertion": text, "category": cat}
+            item_keys = keys.keys(prompt, asked)
             for r in range(replicates):
-                asked = 0 if derived else r
-                slots.append((add(prompt, item, asked, {"source": source_of[pid], "assertion": text, "category": cat}), item, r,
-                              extras))
+                a = 0 if derived else r
+                slots.append((add(prompt, item_keys[a], item, a, fields), item, r, extras))
     else:
         by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
         facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}
@@ -176,8 +180,8 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
                 prompt = rub.render_coverage(source=source_of[pid], assertions=shown, facts=facts, persona_id=pid)
                 item = {"persona_id": pid, **({"fact_id": facts[0]["id"]} if rub.per_fact else {})}
                 fields = {"source": source_of[pid], "persona_id": pid, "facts": facts or [], "assertions": shown}
-                for r in range(replicates):
-                    key = add(prompt, item, r, fields)
+                for r, key in enumerate(keys.keys(prompt, range(replicates))):
+                    key = add(prompt, key, item, r, fields)
                     plan.coverage_ctx[key] = {"assertion_ids": {a["id"] for a in shown},
                                               "fact_ids": [f["id"] for f in facts] if facts else None}
                     slots.append((key, pid, r, facts))
