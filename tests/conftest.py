@@ -124,15 +124,27 @@ def fake_server():
 # organisation of the suite under pytest-xdist (tests/README.md)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """Every `model` test joins the xdist group "model": with `--dist loadgroup` (pyproject's
     addopts) one worker runs them one after another, so two model runs never compete for the two
-    cores, while the other worker takes the CPU-light rest. (tryfirst: xdist reads the groups in
-    its own hook of this name.)"""
-    for item in items:
-        if item.get_closest_marker("model") is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group("model"))
+    cores, while the other worker takes the CPU-light rest. (At collection of each item: xdist
+    turns the groups into node ids in its pytest_collection_modifyitems, which runs before a
+    conftest's, tryfirst or not; the ids then end in "@model".)"""
+    if item.get_closest_marker("model") is not None and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group("model"))
+
+
+def pytest_collection_finish(session):
+    """On an xdist worker with --dist loadgroup, the groups must be in the node ids (that is all
+    the scheduler reads); a pytest that xdist cannot mark (9.2 with xdist 3.8) would let the model
+    tests run on both workers at once and double the suite's time without a word. (Raised on a
+    worker, xdist shows it as an INTERNALERROR at collection: loud, if not pretty.)"""
+    if not session.config.getvalue("loadgroup"):
+        return
+    ungrouped = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(f"pytest-xdist did not apply its groups ({len(ungrouped)} tests, e.g. {ungrouped[0]}): "
+                                f"pytest {pytest.__version__} with this pytest-xdist; see pyproject's pin of pytest")
 
 
 # ---------------------------------------------------------------------------------------
