@@ -139,7 +139,7 @@ def pytest_collection_finish(session):
     the scheduler reads); a pytest that xdist cannot mark (9.2 with xdist 3.8) would let the model
     tests run on both workers at once and double the suite's time without a word. (Raised on a
     worker, xdist shows it as an INTERNALERROR at collection: loud, if not pretty.)"""
-    if not session.config.getvalue("loadgroup"):
+    if not getattr(session.config.option, "loadgroup", False):
         return
     ungrouped = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
     if ungrouped:

@@ -72,6 +72,7 @@ memjudge estimate s/paper/labels.jsonl --gold gold.jsonl --sample to_label.jsonl
 memjudge estimate s/paper/labels.jsonl --gold gold.jsonl --sample to_label.jsonl --bootstrap 200 \
     --plan --half-width 0.02 --json > plan.json
 memjudge import synthpai examples/data/synthpai --out imp
+memjudge diff s/paper s/noisy --by category --fail-if-worse 0.5 --out dif > /dev/null
 """
 
 # Files of the study that have no default name, and the schema each one follows.

@@ -10,7 +10,9 @@ counts (valid verdicts of a run, paired items, common personas). A compared figu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field as PydanticField
 
 from memjudge.formats.estimate import Estimate
 
@@ -139,7 +141,7 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
     # The resampled differences NEW − BASE, columns overall then `by_category` in order: what the
     # gate takes at a family-wise level (not part of diff.json).
-    draws: Any = field(default=None, repr=False, compare=False)
+    draws: Annotated[Any, PydanticField(exclude=True)] = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         from memjudge.formats import json_safe

@@ -60,6 +60,7 @@ SCHEMAS: list[Schema] = [
     Schema("sweep", ("sweep.json",), _M + "comparison:SweepJson"),
     Schema("calibration", ("calibration.json",), _M + "comparison:CalibrationJson"),
     Schema("robustness", ("robustness.json",), _M + "comparison:RobustnessJson"),
+    Schema("diff", ("diff.json",), "memjudge.diff.result:DiffResult"),
     # files named by the user (--out): no default name to recognise them by
     Schema("sample", (), _M + "runs:SampleRow", lines=True),
     Schema("gold", (), _M + "runs:GoldRow", lines=True),
