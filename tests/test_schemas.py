@@ -73,10 +73,24 @@ memjudge estimate s/paper/labels.jsonl --gold gold.jsonl --sample to_label.jsonl
     --plan --half-width 0.02 --json > plan.json
 memjudge import synthpai examples/data/synthpai --out imp
 memjudge diff s/paper s/noisy --by category --fail-if-worse 0.5 --out dif > /dev/null
+python - <<'PY'
+import json
+names = {"persona_id": "uid", "text": "memory_text", "category": "cat", "confidence": "conf", "assertion_id": "id"}
+with open("mapped.jsonl", "w") as f:
+    for line in open("c/candidates.jsonl"):
+        row = json.loads(line)
+        f.write(json.dumps({names.get(k, k): v for k, v in row.items()}) + "\n")
+PY
+memjudge score mapped.jsonl --map persona_id=uid,text=memory_text,category=cat,confidence=conf,assertion_id=id \
+    --sources c/sources.jsonl --judge sim:paper --judges-file judges.toml --out mapped --no-progress --quiet
+memjudge simulate --preset paper --seed 0 --personas 6 --out runs/sim6
+memjudge import mem0 examples/data/mem0/get_all.jsonl --out mem0
+memjudge score mem0/candidates.jsonl --sources examples/data/mem0/conversations.jsonl \
+    --judge sim:paper --judges-file examples/data/mem0/sim6.toml --out mem0-sim --no-progress --quiet
 """
 
 # Files of the study that have no default name, and the schema each one follows.
-NAMED = {"to_label.jsonl": "sample", "gold.jsonl": "gold", "plan.json": "estimate"}
+NAMED = {"to_label.jsonl": "sample", "gold.jsonl": "gold", "plan.json": "estimate", "mem0/import.json": "import_memory"}
 
 
 def test_committed_schemas_are_what_the_code_generates():
@@ -147,6 +161,9 @@ def test_every_output_of_the_study_follows_its_schema(study):
     assert json.loads((study / "plan.json").read_text())["plan"] is not None
     assert json.loads((study / "rob" / "robustness.json").read_text())["summary"].get("faithfulness_ppi")
     assert json.loads((study / "run" / "panel.json").read_text())["gold"] is not None
+    # how an input was read is part of config.json: a mapping, sources rendered from transcripts
+    assert json.loads((study / "mapped" / "config.json").read_text())["inputs"]["candidates"]["mapping"]["persona_id"] == "uid"
+    assert json.loads((study / "mem0-sim" / "config.json").read_text())["inputs"]["sources"]["transcript"]["personas"] == 6
 
 
 def test_a_missing_or_undocumented_key_fails(study):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,8 @@ def json_safe(obj):
         return obj
     if obj is pd.NA or obj is pd.NaT:
         return None
-    if isinstance(obj, Path):
-        return str(obj)
+    if isinstance(obj, os.PathLike):   # a Path, or a Table (its mapping is recorded beside it)
+        return str(os.fspath(obj))
     raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
 
 

@@ -64,6 +64,8 @@ SCHEMAS: list[Schema] = [
     # files named by the user (--out): no default name to recognise them by
     Schema("sample", (), _M + "runs:SampleRow", lines=True),
     Schema("gold", (), _M + "runs:GoldRow", lines=True),
+    # import.json of a memory system's export (the default name is the data sets' `import`)
+    Schema("import_memory", (), _M + "runs:MemoryImportJson"),
 ]
 
 

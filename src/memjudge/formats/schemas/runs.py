@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from memjudge.formats.schemas.common import Json, Num, Open, Strict, described
 
 
@@ -139,6 +141,15 @@ class Rubric(Strict):
 class InputFile(Strict):
     path: str
     sha256: str
+    mapping: dict[str, Json] | None = described(
+        "with --map or a memory system's importer: each memjudge column's source columns as written "
+        "(`a | b` first present, `*k` scaled, `?` optional), `default` and `drop`", default=None)
+    records: list[str] | None = described("the nested keys whose list items became the rows (a mapping's records)",
+                                          default=None)
+    derived: dict[str, str] | None = described("ids memjudge derived (column: how), when the input had none",
+                                               default=None)
+    transcript: dict[str, Json] | None = described(
+        "sources rendered from chat transcripts: `format`, `rendering` (its version) and `personas`", default=None)
 
 
 class Inputs(Strict):
@@ -198,6 +209,30 @@ class ImportJson(Strict):
     attribution: str
     notes: list[str]
     files: dict[str, str] = described("what was written, by role (candidates, labels, sources, manifest)")
+
+
+class ImportConfidence(Strict):
+    with_: int = Field(alias="with", description="candidates that carry a confidence")
+    note: str = described("where the confidence came from, or why there is none")
+
+
+class MemoryImportJson(Strict):
+    """import.json of `memjudge import SYSTEM FILE --out DIR` (a memory system's export: mem0,
+    memos, graphiti, langmem, letta); a data set's import.json is the `import` schema."""
+
+    system: str
+    title: str
+    file: str
+    candidates: int
+    personas: int
+    categories: dict[str, int] = described("candidates per category")
+    confidence: ImportConfidence
+    extra_columns: list[str] = described("the export's other columns, carried into candidates.jsonl")
+    sources: int | None = described("personas with sources written, null when the export has no messages")
+    mapping: dict[str, Json] = described("the mapping it was read with (the preset's, with --map over it)")
+    preset: str
+    docs: str
+    files: dict[str, str] = described("what was written, by role (candidates, sources, manifest)")
 
 
 class PolicyJson(Strict):
