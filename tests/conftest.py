@@ -127,9 +127,9 @@ def fake_server():
 def pytest_itemcollected(item):
     """Every `model` test joins the xdist group "model": with `--dist loadgroup` (pyproject's
     addopts) one worker runs them one after another, so two model runs never compete for the two
-    cores, while the other worker takes the CPU-light rest. (At collection of each item: xdist
-    turns the groups into node ids in its pytest_collection_modifyitems, which runs before a
-    conftest's, tryfirst or not; the ids then end in "@model".)"""
+    cores, while the other worker takes the CPU-light rest. (At each item's collection, so the
+    marker is there before any pytest_collection_modifyitems runs, whatever their order: xdist's
+    turns the groups into node ids, which then end in "@model".)"""
     if item.get_closest_marker("model") is not None and item.get_closest_marker("xdist_group") is None:
         item.add_marker(pytest.mark.xdist_group("model"))
 
