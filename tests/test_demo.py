@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from schema_check import check_folder
 from scripted_judge import HashScoringJudge
 
 EXPECTED_FILES = {
@@ -57,6 +58,15 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     assert "first replicate of each" in md[md.index("## Findings"):]
     _check_simulated_gold(tmp_path / "demo", res, demo_mod)
     _check_coverage(tmp_path / "demo", res, demo_mod, md)
+    _check_schemas(tmp_path / "demo")
+
+
+def _check_schemas(out):
+    """Every JSON file of the run follows its committed schema, the demo's own three included."""
+    covered, failures = check_folder(out, {"config.json": "demo_config"})
+    assert not failures, "\n".join(failures)
+    assert {"demo", "demo_config", "local_judge", "coverage_judge", "config", "labels", "noise", "compare",
+            "estimate"} <= set(covered)
 
 
 def _check_coverage(out, res, demo_mod, md):
@@ -178,6 +188,7 @@ def test_demo_end_to_end_with_the_real_model(model_demo, cli):
     assert "flip rate zero by construction, not measured" in (out / "report.md").read_text()
     quality = json.loads((out / "local_judge.json").read_text())
     assert quality["n"] == n
+    _check_schemas(out)
     # A rerun asks the model nothing and says so.
     again = cli(*model_demo.argv, env={"MEMJUDGE_CACHE_DIR": str(model_demo.cache)}, timeout=3000)
     assert again.returncode == 0, again.stderr

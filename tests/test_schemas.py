@@ -21,7 +21,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from memjudge.formats.schemas import SCHEMAS, json_schema, render, schema_for
+from memjudge.formats.schemas import SCHEMAS, json_schema, render
+from schema_check import check_folder, errors
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "docs" / "schemas"
@@ -90,6 +91,7 @@ memjudge score mem0/candidates.jsonl --sources examples/data/mem0/conversations.
 """
 
 # Files of the study that have no default name, and the schema each one follows.
+DEMO_SCHEMAS = {"demo", "demo_config", "local_judge", "coverage_judge"}
 NAMED = {"to_label.jsonl": "sample", "gold.jsonl": "gold", "plan.json": "estimate", "mem0/import.json": "import_memory"}
 
 
@@ -103,20 +105,6 @@ def test_committed_schemas_are_what_the_code_generates():
         assert (COMMITTED / f"{s.name}.schema.json").read_text(encoding="utf-8") == render(s.name), (
             f"docs/schemas/{s.name}.schema.json is stale: run `python -m memjudge.formats.schemas`")
         jsonschema.Draft202012Validator.check_schema(json_schema(s.name))
-
-
-def _documents(path: Path, lines: bool) -> list:
-    text = path.read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()] if lines else [json.loads(text)]
-
-
-def _errors(name: str, doc) -> list[str]:
-    """Every error, with those inside an `anyOf` (a nullable object) spelt out."""
-    def spelt(e) -> list[str]:
-        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}", *(m for c in e.context for m in spelt(c))]
-
-    validator = jsonschema.Draft202012Validator(json_schema(name))
-    return [m for e in validator.iter_errors(doc) for m in spelt(e)]
 
 
 @pytest.fixture(scope="module")
@@ -135,25 +123,10 @@ def study(tmp_path_factory) -> Path:
 
 @pytest.mark.timeout(1200)
 def test_every_output_of_the_study_follows_its_schema(study):
-    covered: dict[str, int] = {}
-    failures = []
-    for path in sorted(study.rglob("*.json*")):
-        rel = path.relative_to(study)
-        if rel.parts[0] in ("examples", "cache") or path.name == "journal.jsonl":
-            continue
-        entry = schema_for(path)
-        name = NAMED.get(str(rel)) or (entry.name if entry else None)
-        if name is None:
-            continue
-        lines = next(s for s in SCHEMAS if s.name == name).lines
-        for doc in _documents(path, lines):
-            covered[name] = covered.get(name, 0) + 1
-            errs = _errors(name, doc)
-            if errs:
-                failures.append(f"{rel} ({name}): {errs[:3]}")
-                break
+    covered, failures = check_folder(study, NAMED, skip=("examples", "cache"))
     assert not failures, "\n".join(failures)
-    never = {s.name for s in SCHEMAS} - set(covered)
+    # the demo's own files are checked by tests/test_demo.py (its stand-in run and the real model's)
+    never = {s.name for s in SCHEMAS} - set(covered) - DEMO_SCHEMAS
     assert not never, f"no real output checked against {sorted(never)}: add the command that writes it to STUDY"
     # the optional parts were written, so their shapes were checked too
     compare = json.loads((study / "run" / "compare.json").read_text())
@@ -168,21 +141,21 @@ def test_every_output_of_the_study_follows_its_schema(study):
 
 def test_a_missing_or_undocumented_key_fails(study):
     compare = json.loads((study / "run" / "compare.json").read_text())
-    assert not _errors("compare", compare)
+    assert not errors("compare", compare)
     missing = copy.deepcopy(compare)
     del missing["policies"]["targeted"]["faithfulness"]["sd"]
-    assert any("'sd' is a required property" in e for e in _errors("compare", missing))
+    assert any("'sd' is a required property" in e for e in errors("compare", missing))
     extra = copy.deepcopy(compare)
     extra["paired"]["faithfulness"]["mean"] = 0.01  # the shape the old README described
-    assert any("'mean' was unexpected" in e for e in _errors("compare", extra))
+    assert any("'mean' was unexpected" in e for e in errors("compare", extra))
     estimate = json.loads((study / "run" / "estimate.json").read_text())
     old = copy.deepcopy(estimate)
     old["groups"][0]["ppi"]["lambda"] = old["groups"][0].pop("ppi_lambda")
-    errs = _errors("estimate", old)
+    errs = errors("estimate", old)
     assert any("'lambda' was unexpected" in e for e in errs) and any("'ppi_lambda'" in e for e in errs)
     summary = json.loads((study / "s" / "paper" / "summary.json").read_text())
     del summary["batch"]  # a dataclass field with a default is still a key every summary has
-    assert any("'batch' is a required property" in e for e in _errors("summary", summary))
+    assert any("'batch' is a required property" in e for e in errors("summary", summary))
 
 
 def test_the_shapes_the_old_readme_described_are_gone():

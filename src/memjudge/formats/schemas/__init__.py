@@ -61,11 +61,16 @@ SCHEMAS: list[Schema] = [
     Schema("calibration", ("calibration.json",), _M + "comparison:CalibrationJson"),
     Schema("robustness", ("robustness.json",), _M + "comparison:RobustnessJson"),
     Schema("diff", ("diff.json",), "memjudge.diff.result:DiffResult"),
+    Schema("demo", ("demo.json",), _M + "demo:DemoJson"),
+    Schema("local_judge", ("local_judge.json",), _M + "demo:LocalJudgeJson"),
+    Schema("coverage_judge", ("coverage_judge.json",), _M + "demo:CoverageJudgeJson"),
     # files named by the user (--out): no default name to recognise them by
     Schema("sample", (), _M + "runs:SampleRow", lines=True),
     Schema("gold", (), _M + "runs:GoldRow", lines=True),
     # import.json of a memory system's export (the default name is the data sets' `import`)
     Schema("import_memory", (), _M + "runs:MemoryImportJson"),
+    # config.json at the top of a demo's folder (the name of a scoring run's)
+    Schema("demo_config", (), _M + "demo:DemoConfigJson"),
 ]
 
 

@@ -139,8 +139,8 @@ class Rubric(Strict):
 
 
 class InputFile(Strict):
-    path: str
-    sha256: str
+    path: str = described("the file read, or `<NAME DataFrame>` for a table passed to the Python API")
+    sha256: str | None = described("of the file's bytes; null for a DataFrame")
     mapping: dict[str, Json] | None = described(
         "with --map or a memory system's importer: each memjudge column's source columns as written "
         "(`a | b` first present, `*k` scaled, `?` optional), `default` and `drop`", default=None)
