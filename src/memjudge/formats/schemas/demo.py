@@ -96,7 +96,7 @@ class CoverageJudgeJson(Strict):
                                        default=None)
     pairs_by_category: dict[str, CoverageFigures] = described("by the candidate's category", default=None)
     facts: CoverageFigures = described("a fact covered by any candidate, or not", default=None)
-    coverage_rate: CoverageRate = None
+    coverage_rate: CoverageRate = described("the share of facts covered, by the judge and by the reference", default=None)
     table1_coverage: Literal["judge", "construction map"] = described(
         "what Table 1's estimated coverage rests on: the judge's labels when every persona was judged")
     note: str
