@@ -8,13 +8,15 @@ What it shows, through `memjudge score --judge openai:MODEL --base-url ...`:
   verdicts are valid (coverage: see its test);
 - a rerun gives the same verdicts from the cache (zero requests);
 - the verdict's log-odds is read from the server's token log-probabilities: finite, and of
-  the verdict's sign in most rows;
+  the verdict's sign in most rows (on a few rows: this server spends ~0.2 s per generated token
+  on log-probabilities, sorting the whole vocabulary in Python, which makes an answer 4-5 times
+  slower; the support run asks without them, `logprobs = false`, as docs/servers.md advises);
 - the served model (the GGUF path from GET /v1/models) is the rows' model_version, and the
   single slot is found (four requests in flight wait for it without timing out);
 - once the server is down, one line and exit status 2.
 
-Runtime: a few minutes on 2 idle cores (the corpus is 20 assertions of 2 simulated personas);
-much longer on a loaded one.
+Runtime: about 4 minutes on 2 idle cores (the corpus is 20 assertions of 2 simulated personas);
+longer on a loaded one.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ PERSONAS = 2
 PER_PERSONA = 10
 FACTS_PER_PERSONA = 2
 FACT_CALLS_PER_PERSONA = 5  # the per-fact coverage test: one call per fact
+LOGPROB_ITEMS = 5  # the log-odds test: the first persona's first candidates
 
 
 def _installed() -> bool:
@@ -118,8 +121,13 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     facts.to_json(paths["facts"], orient="records", lines=True)
     # A judges.toml: a single slot on a shared CI machine can take long per answer; the
     # timeout is per request once it holds the slot (waiting for it is not counted).
+    judge = f'[[judge]]\nspec = "openai:{MODEL}"\ntimeout_s = 900\nmax_output_tokens = 400\n'
     paths["judges"] = folder / "judges.toml"
-    paths["judges"].write_text(f'[[judge]]\nspec = "openai:{MODEL}"\ntimeout_s = 900\nmax_output_tokens = 400\n')
+    paths["judges"].write_text(judge + "logprobs = false\n")
+    paths["judges_logprobs"] = folder / "judges-logprobs.toml"
+    paths["judges_logprobs"].write_text(judge)  # logprobs on: the default
+    paths["candidates_logprobs"] = folder / "candidates-logprobs.jsonl"
+    cands.head(LOGPROB_ITEMS).to_json(paths["candidates_logprobs"], orient="records", lines=True)
     return paths
 
 
@@ -134,10 +142,11 @@ def server(tmp_path_factory, packaged_model):
         srv.stop()
 
 
-def score(corpus, url, out: Path, cache: Path, *extra: str) -> int:
+def score(corpus, url, out: Path, cache: Path, *extra: str, logprobs: bool = False) -> int:
+    candidates, judges = ("candidates_logprobs", "judges_logprobs") if logprobs else ("candidates", "judges")
     return memjudge_cli.main([
-        "score", str(corpus["candidates"]), "--sources", str(corpus["sources"]), "--judge", f"openai:{MODEL}",
-        "--base-url", url, "--judges-file", str(corpus["judges"]), "--concurrency", "4", "--no-progress",
+        "score", str(corpus[candidates]), "--sources", str(corpus["sources"]), "--judge", f"openai:{MODEL}",
+        "--base-url", url, "--judges-file", str(corpus[judges]), "--concurrency", "4", "--no-progress",
         "--out", str(out), "--cache-dir", str(cache), *extra,
     ])
 
@@ -160,12 +169,7 @@ def test_support_rubric_on_llama_cpp_server(server, corpus, tmp_path):
     assert {r["model_version"] for r in valid} == {settings["served_model"]}
     assert summary["retries"] == 0  # the refused json_schema request is not retried; no timeouts
 
-    # log-odds from the server's token log-probabilities: finite, of the verdict's sign
-    scored = [r for r in valid if r["judge_score"] is not None]
-    assert len(scored) >= 0.9 * len(valid)
-    assert all(math.isfinite(r["judge_score"]) for r in scored)
-    agree = sum((r["judge_score"] > 0) == (r["verdict"] == "supported") for r in scored)
-    assert agree >= 0.8 * len(scored)
+    assert settings["logprobs"] is False and all(r["judge_score"] is None for r in labels)
 
     # a rerun into a new run directory: the same verdicts, from the cache (only a call left
     # without a valid answer, if any, is asked again)
@@ -175,6 +179,21 @@ def test_support_rubric_on_llama_cpp_server(server, corpus, tmp_path):
     second = rows(tmp_path / "again" / "labels.jsonl")
     assert [b["verdict"] for a, b in zip(labels, second) if a["verdict"]] == [r["verdict"] for r in valid]
     assert all(b["cached"] for a, b in zip(labels, second) if a["verdict"])
+
+
+def test_verdict_log_odds_from_llama_cpp_server_logprobs(server, corpus, tmp_path):
+    # log-odds from the server's token log-probabilities: finite, of the verdict's sign
+    assert score(corpus, server.url, tmp_path / "run", tmp_path / "cache", logprobs=True) == 0
+    labels = rows(tmp_path / "run" / "labels.jsonl")
+    assert len(labels) == LOGPROB_ITEMS
+    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["judge_settings"]
+    assert settings["logprobs"] is True and settings["logprobs_returned"] is True
+    valid = [r for r in labels if r["verdict"] is not None]
+    scored = [r for r in valid if r["judge_score"] is not None]
+    assert len(valid) >= LOGPROB_ITEMS - 1 and len(scored) >= 0.9 * len(valid), [r["error"] for r in labels]
+    assert all(math.isfinite(r["judge_score"]) for r in scored)
+    agree = sum((r["judge_score"] > 0) == (r["verdict"] == "supported") for r in scored)
+    assert agree >= 0.8 * len(scored)
 
 
 def test_coverage_rubric_on_llama_cpp_server(server, corpus, tmp_path):
