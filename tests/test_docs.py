@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from conftest import clone_answers
 from doc_blocks import (
     MODEL_TAG,
     ROOT,
@@ -76,8 +77,16 @@ def test_page_examples_run_as_written(page, tmp_path):
 @pytest.mark.model
 @pytest.mark.timeout(3600)
 @pytest.mark.skipif(not model_installed(), reason="the [local] extra is not installed")
-def test_model_examples_run_as_written(tmp_path):
-    """Each page's `model` blocks, after that page's first runnable block (the corpus they read)."""
+def test_model_examples_run_as_written(tmp_path, model_demo, packaged_model):
+    """Each page's `model` blocks, after that page's first runnable block (the corpus they read).
+
+    They start from a copy of the session demo's answer cache (tests/conftest.py, `model_demo`):
+    the page's `memjudge demo --personas 2` is that very run, which tests/test_demo.py checks
+    from an empty cache; here it must run as written, and its answers need not be asked twice
+    (about 4 minutes). Everything else the blocks ask (other corpora, other thresholds) is asked
+    of the real model."""
+    assert model_demo.result.returncode == 0, model_demo.result.stderr
+    cache = clone_answers(model_demo.cache, tmp_path / "memjudge-cache", packaged_model)
     ran = 0
     for page in PAGES:
         blocks = blocks_of(page)
@@ -86,7 +95,7 @@ def test_model_examples_run_as_written(tmp_path):
             continue
         (tmp_path / page.stem).mkdir()
         work = workdir(tmp_path / page.stem)
-        env = env_for(tmp_path / page.stem)
+        env = {**env_for(tmp_path / page.stem), "MEMJUDGE_CACHE_DIR": str(cache)}
         run_block(next(b for b in blocks if b.runs), work, env)
         for block in model_blocks:
             run_block(block, work, env)
