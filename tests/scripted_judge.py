@@ -107,3 +107,15 @@ class HashScoringJudge(Judge):
         verdict = "supported" if score >= self.threshold else "unsupported"
         return JudgeAnswer(text=json.dumps({"verdict": verdict, "evidence": "", "rationale": "stand-in"}),
                            finish_reason="stop", judge_score=score)
+
+
+def with_run_options(kw: dict) -> dict:
+    """score_run keywords with RunOptions' fields (use_cache, batch, ...) gathered into `run=`:
+    the tests' helpers take them flat."""
+    import dataclasses
+
+    from memjudge.scoring.engine import RunOptions
+
+    names = {f.name for f in dataclasses.fields(RunOptions)}
+    run = {k: kw.pop(k) for k in list(kw) if k in names}
+    return {**kw, "run": RunOptions(**run)} if run else kw

@@ -19,10 +19,11 @@ import pytest
 from conftest import _PROVIDER_ENV, ROOT
 from fake_server import BatchPlan, Fault
 from memjudge import cli as memjudge_cli
+from memjudge.judges.panel import judge_config
 from memjudge.scoring.answers import MAX_REASKS
 from memjudge.scoring.batch import STATE_FILE
-from memjudge.scoring.engine import score_run
-from scripted_judge import UNSUPPORTED, candidates_frame, sources_frame
+from memjudge.scoring.engine import RunOptions, score_run
+from scripted_judge import UNSUPPORTED, candidates_frame, sources_frame, with_run_options
 
 N = 12
 SPECS = {"openai": "openai:gpt-4o-mini", "gemini": "gemini:gemini-2.5-flash"}
@@ -48,8 +49,9 @@ def texts(n=N):
 
 
 def run(server, provider, tmp_path, n=N, out="run", cache="cache", batch=True, **kw):
-    return score_run(candidates_frame(n), sources_frame(n), SPECS[provider], base_url=base_url(server, provider),
-                     out=tmp_path / out, cache_dir=tmp_path / cache, progress=False, batch=batch, **kw)
+    return score_run(candidates_frame(n), sources_frame(n), judge_config(SPECS[provider], base_url=base_url(server, provider)),
+                     out=tmp_path / out, cache_dir=tmp_path / cache, progress=False,
+                     **with_run_options({"batch": batch, **kw}))
 
 
 def creates(server, provider):
@@ -424,7 +426,7 @@ def test_batch_calls_are_retried_and_a_lost_create_is_found_not_repeated(fake_se
         fake_server.enqueue(Fault.drop(), route="openai.files.content")
     judge = JudgeConfig(spec=SPECS[provider], base_url=base_url(fake_server, provider), timeout_s=0.1, retry_initial_s=0.3, retry_max_s=1.0)
     r = score_run(candidates_frame(N), sources_frame(N), judge, out=tmp_path / "run", cache_dir=tmp_path / "cache",
-                  progress=False, batch=True)
+                  progress=False, run=RunOptions(batch=True))
     assert r.labels["verdict"].notna().all() and len(fake_server.batches.jobs) == 1
     assert creates(fake_server, provider) == 1 and r.summary.batch["jobs_found"] == 1
     assert r.summary.retries >= 4 + (2 if provider == "openai" else 0)

@@ -9,6 +9,7 @@ from pathlib import Path
 import diskcache
 
 from memjudge.judges import JudgeConfig, Prompt
+from memjudge.judges.panel import judge_config
 from memjudge.judges.rubrics import load_rubric
 from memjudge.scoring.cache import AnswerCache, cache_key, resolve_cache_dir
 from memjudge.scoring.engine import score_run
@@ -203,8 +204,9 @@ def test_the_key_holds_the_endpoint_actually_used(tmp_path, monkeypatch):
             def go(out, base_url=None, judges_file=None):
                 a.reset()
                 b.reset()
-                score_run(candidates_frame(N), sources_frame(N), spec[provider], base_url=base_url, judges_file=judges_file,
-                          cache_dir=cache, out=tmp_path / provider / out, progress=False)
+                score_run(candidates_frame(N), sources_frame(N),
+                          judge_config(spec[provider], base_url=base_url, judges_file=judges_file), cache_dir=cache,
+                          out=tmp_path / provider / out, progress=False)
                 return a.count(), b.count()
 
             monkeypatch.setenv(env_var[provider], url_a)

@@ -14,10 +14,12 @@ import pandas as pd
 import pytest
 
 from memjudge.errors import InputError, UsageError
+from memjudge.judges.panel import judge_config
 from memjudge.judges.rubrics import load_rubric, rubric_from_toml
 from memjudge.scoring.answers import LEFT_OUT, MAX_FOLLOWUPS, REPEATED
 from memjudge.scoring.engine import score_run
 from memjudge.scoring.plan import closest_candidates
+from scripted_judge import with_run_options
 
 JUDGE = "openai:gpt-4o-mini"
 
@@ -71,8 +73,9 @@ def answer(*, leave_out=(), repeat=(), invent=None, invent_assertion=None):
 
 
 def run(server, tmp_path, name="run", rubric="coverage", **kw):
-    return score_run(CANDIDATES, SOURCES, JUDGE, rubric=rubric, facts=FACTS, base_url=server.openai_base_url,
-                     out=tmp_path / name, cache_dir=tmp_path / "cache", progress=False, **kw)
+    return score_run(CANDIDATES, SOURCES, judge_config(JUDGE, base_url=server.openai_base_url), rubric=rubric,
+                     facts=FACTS, out=tmp_path / name, cache_dir=tmp_path / "cache", progress=False,
+                     **with_run_options(kw))
 
 
 def by_fact(result) -> dict[str, dict]:
@@ -221,8 +224,8 @@ def test_per_fact_candidates_are_the_bm25_top_k():
 
 def test_per_fact_rubric_needs_reference_facts_and_a_valid_k(tmp_path):
     with pytest.raises(UsageError, match="needs --facts"):
-        score_run(CANDIDATES, SOURCES, JUDGE, rubric="coverage-fact", base_url="http://127.0.0.1:9/v1", out=tmp_path / "x",
-                  progress=False)
+        score_run(CANDIDATES, SOURCES, judge_config(JUDGE, base_url="http://127.0.0.1:9/v1"), rubric="coverage-fact",
+                  out=tmp_path / "x", progress=False)
     from importlib import resources
 
     src = (resources.files("memjudge._rubrics") / "coverage-fact.toml").read_text()

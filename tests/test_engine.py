@@ -20,10 +20,11 @@ from fake_server import Fault
 from memjudge import cli as memjudge_cli
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import JudgeAnswer, JudgeConfig, Usage
+from memjudge.judges.panel import judge_config
 from memjudge.scoring.answers import MAX_REASKS
 from memjudge.scoring.engine import score, score_run
 from memjudge.scoring.ratelimit import RateLimiter
-from scripted_judge import UNSUPPORTED, ScriptedJudge, candidates_frame, sources_frame, support_answer
+from scripted_judge import UNSUPPORTED, ScriptedJudge, candidates_frame, sources_frame, support_answer, with_run_options
 
 N = 12
 GOOD = '{"verdict": "supported", "evidence": "", "rationale": "ok"}'
@@ -32,7 +33,7 @@ GOOD = '{"verdict": "supported", "evidence": "", "rationale": "ok"}'
 def run(judge, tmp_path, n=N, **kw):
     kw.setdefault("out", tmp_path / "run")
     kw.setdefault("cache_dir", tmp_path / "cache")
-    return score_run(candidates_frame(n), sources_frame(n), judge, progress=False, **kw)
+    return score_run(candidates_frame(n), sources_frame(n), judge, progress=False, **with_run_options(kw))
 
 
 def write_inputs(tmp_path: Path, n: int = N, per_persona: int = 4) -> tuple[Path, Path]:
@@ -398,8 +399,8 @@ def test_provider_faults_become_reasks_or_nulls(cli, tmp_path, fake_server, spec
 
 def test_python_api_returns_the_cli_frame(cli, tmp_path, fake_server):
     cand, src = write_inputs(tmp_path)
-    df = score(str(cand), str(src), "openai:gpt-4o-mini", base_url=fake_server.openai_base_url, out=tmp_path / "api",
-               cache_dir=tmp_path / "c1", progress=False, replicates=2)
+    df = score(str(cand), str(src), judge_config("openai:gpt-4o-mini", base_url=fake_server.openai_base_url),
+               out=tmp_path / "api", cache_dir=tmp_path / "c1", progress=False, replicates=2)
     from memjudge.formats import frame_records
 
     api_rows = frame_records(df)
@@ -621,9 +622,10 @@ def test_journal_answers_reach_the_cache_on_every_run_and_survive_a_rewrite(tmp_
     """Item 1: a journal whose answers never reached the cache (a kill right after the last
     answer) is copied into the cache even when no work is pending, before a run with other
     settings rewrites that journal; without a cache the rewrite keeps the other answers."""
-    def go(out, cache, **kw):
-        return score_run(candidates_frame(N), sources_frame(N), "openai:gpt-4o-mini", base_url=fake_server.openai_base_url,
-                         out=tmp_path / out, cache_dir=tmp_path / cache if cache else None, progress=False, **kw)
+    def go(out, cache, temperature=None, **kw):
+        judge = judge_config("openai:gpt-4o-mini", base_url=fake_server.openai_base_url, temperature=temperature)
+        return score_run(candidates_frame(N), sources_frame(N), judge, out=tmp_path / out,
+                         cache_dir=tmp_path / cache if cache else None, progress=False, **with_run_options(kw))
 
     go("run", "cache-1")
     fake_server.reset()
@@ -915,3 +917,40 @@ def test_sigkill_at_random_moments_loses_no_answer(tmp_path, fake_server):
     assert kills >= 20 and after_last >= 4, (seed, kills, after_last, episodes)
     print(f"kill loop: {kills} SIGKILLs ({after_last} right after the last answer), {rewrites} journal rewrites by other "
           f"settings, {episodes} episodes, seed {seed}")
+
+
+# one judge settings object (issue 36)
+
+
+def test_former_keywords_warn_and_score_as_the_new_form(tmp_path, fake_server):
+    import inspect
+    import warnings
+
+    from memjudge.scoring.engine import RunOptions
+
+    named = [p for p in inspect.signature(score_run).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    assert len(named) <= 12
+    panel = tmp_path / "judges.toml"
+    panel.write_text('[[judge]]\nspec = "openai:gpt-4o-mini"\nconcurrency = 3\ntemperature = 0.5\n')
+    judge = judge_config("openai:gpt-4o-mini", panel, base_url=fake_server.openai_base_url, concurrency=2)
+    assert (judge.concurrency, judge.temperature, judge.judges_file) == (2, 0.5, str(panel))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = score_run(candidates_frame(N), sources_frame(N), judge, out=tmp_path / "new", cache_dir=tmp_path / "c1",
+                        progress=False, run=RunOptions(parquet=True))
+    with pytest.warns(DeprecationWarning) as caught:
+        old = score_run(candidates_frame(N), sources_frame(N), "openai:gpt-4o-mini", judges_file=panel,
+                        base_url=fake_server.openai_base_url, concurrency=2, parquet=True, out=tmp_path / "old",
+                        cache_dir=tmp_path / "c2", progress=False)
+    messages = [str(w.message) for w in caught]
+    assert any("run=RunOptions(parquet=...)" in m for m in messages)
+    assert any("judge_config(spec, judges_file=..., base_url=..., concurrency=...)" in m for m in messages)
+    assert old.labels.drop(columns=["latency_s"]).equals(new.labels.drop(columns=["latency_s"]))
+    configs = [json.loads((tmp_path / d / "config.json").read_text()) for d in ("new", "old")]
+    assert configs[0]["judge"]["config"] == configs[1]["judge"]["config"]
+    assert configs[0]["judges_file"] == configs[1]["judges_file"] == str(panel)
+    assert (tmp_path / "old" / "labels.parquet").is_file() and (tmp_path / "new" / "labels.parquet").is_file()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'concurency'"):
+        score_run(candidates_frame(N), sources_frame(N), judge, concurency=2)
+    with pytest.raises(UsageError, match="concurrency must be an integer >= 1"):
+        judge_config("openai:gpt-4o-mini", concurrency=0)

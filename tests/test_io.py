@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memjudge import cli as memjudge_cli
-from memjudge.scoring.engine import score_run
+from memjudge.scoring.engine import RunOptions, score_run
 from scripted_judge import ScriptedJudge, candidates_frame, sources_frame
 
 SOURCES = '{"persona_id": "p1", "source": "I live in Zurich and I value honesty."}\n{"persona_id": "p2", "source": "I am a nurse."}\n'
@@ -313,7 +313,8 @@ def test_extra_columns_of_any_type_are_written(tmp_path):
     cands["when"] = pd.Timestamp("2024-01-02")
     pq_path = tmp_path / "c.parquet"
     cands.to_parquet(pq_path, index=False)
-    score_run(pq_path, sources_frame(6), ScriptedJudge(), out=tmp_path / "a", cache_dir=tmp_path / "c", progress=False, parquet=True)
+    score_run(pq_path, sources_frame(6), ScriptedJudge(), out=tmp_path / "a", cache_dir=tmp_path / "c",
+              progress=False, run=RunOptions(parquet=True))
     assert {json.loads(x)["when"] for x in (tmp_path / "a" / "labels.jsonl").read_text().splitlines()} == {"2024-01-02T00:00:00"}
     assert len(pd.read_parquet(tmp_path / "a" / "labels.parquet")) == 6
 
@@ -321,7 +322,8 @@ def test_extra_columns_of_any_type_are_written(tmp_path):
     rows = [{**r, "meta": m} for r, m in zip(candidates_frame(6).to_dict("records"), mixed)]
     path = tmp_path / "mixed.jsonl"
     path.write_text(jsonl(rows))
-    score_run(path, sources_frame(6), ScriptedJudge(), out=tmp_path / "b", cache_dir=tmp_path / "c", progress=False, parquet=True)
+    score_run(path, sources_frame(6), ScriptedJudge(), out=tmp_path / "b", cache_dir=tmp_path / "c", progress=False,
+              run=RunOptions(parquet=True))
     assert [json.loads(x)["meta"] for x in (tmp_path / "b" / "labels.jsonl").read_text().splitlines()] == mixed
     # pandas 3 reads a null string as NaN, pandas 2 as None: both mean missing.
     meta = pd.read_parquet(tmp_path / "b" / "labels.parquet")["meta"]

@@ -45,7 +45,7 @@ PERSONAS = 2
 PER_PERSONA = 10
 FACTS_PER_PERSONA = 2
 FACT_CALLS_PER_PERSONA = 5  # the per-fact coverage test: one call per fact
-LOGPROB_ITEMS = 5  # the log-odds test: the first persona's first candidates
+LOGPROB_ITEMS = 3  # the log-odds test: the first persona's first candidates
 
 
 def _installed() -> bool:

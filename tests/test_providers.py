@@ -574,6 +574,7 @@ def test_fake_standalone_process_and_control_endpoints(tmp_path):
 
 from memjudge import cli as memjudge_cli  # noqa: E402
 from memjudge.judges.base import first_json_object, verdict_log_odds  # noqa: E402
+from memjudge.judges.panel import judge_config  # noqa: E402
 
 COMPAT_FACTS = [
     {"persona_id": "p0", "fact_id": "f1", "text": "hobby number 1"},
@@ -808,8 +809,9 @@ def test_response_format_and_logprobs_through_the_python_api(fake_server, tmp_pa
 
     cand, src, _ = compat_inputs(tmp_path, 4)
     fake_server.compat = "llama-cpp-python"
-    r = score_run(cand, src, "openai:qwen", base_url=fake_server.openai_base_url, response_format="json_object",
-                  logprobs=False, out=tmp_path / "api", cache_dir=tmp_path / "cache", progress=False)
+    r = score_run(cand, src,
+                  judge_config("openai:qwen", base_url=fake_server.openai_base_url, response_format="json_object", logprobs=False),
+                  out=tmp_path / "api", cache_dir=tmp_path / "cache", progress=False)
     assert r.summary.judge_settings["response_format"] == "json_object" and r.labels["verdict"].notna().all()
     sent = [q.json for q in fake_server.requests if q.route == "openai.chat"]
     assert all(b["response_format"]["type"] == "json_object" and "logprobs" not in b for b in sent)

@@ -5,6 +5,8 @@ The public API is the names in `__all__`, each imported lazily on first use (so
 
     memjudge.score(...)        -> DataFrame of labels (spec §6)
     memjudge.score_run(...)    -> ScoreResult: labels, run folder, summary (what `memjudge score` runs)
+    memjudge.judge_config(...) -> a JudgeConfig: a judges file's settings for a spec, then overrides
+                                  (what `memjudge score` builds from --judges-file and its flags)
     memjudge.noise(...)        -> re-score flip rates
     memjudge.agreement(...)    -> cross-judge agreement
     memjudge.calibrate(...)    -> a judge's threshold on judge_score against gold labels
@@ -20,7 +22,7 @@ The public API is the names in `__all__`, each imported lazily on first use (so
     memjudge.read_candidates(...), read_sources, read_facts, read_labels, read_coverage, read_gold
     memjudge.Table(path, mapping) -> any table read as one of those formats (a column mapping)
     memjudge.import_memories(...) -> a memory system's export (mem0, MemOS, Graphiti, LangMem, Letta) as candidates
-    memjudge.Estimate, JudgeConfig, MemjudgeError, InputError, UsageError
+    memjudge.Estimate, JudgeConfig, RunOptions, MemjudgeError, InputError, UsageError
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ _LAZY = {
     "score": "memjudge.scoring:score",
     "score_run": "memjudge.scoring:score_run",
     "ScoreResult": "memjudge.scoring:ScoreResult",
+    "RunOptions": "memjudge.scoring:RunOptions",
     "batch_status": "memjudge.scoring:batch_status",
     "batch_cancel": "memjudge.scoring:batch_cancel",
     # statistics
@@ -69,6 +72,7 @@ _LAZY = {
     "Estimate": "memjudge.formats.estimate:Estimate",
     # judges and errors
     "JudgeConfig": "memjudge.judges.base:JudgeConfig",
+    "judge_config": "memjudge.judges.panel:judge_config",
     "MemjudgeError": "memjudge.errors:MemjudgeError",
     "InputError": "memjudge.errors:InputError",
     "UsageError": "memjudge.errors:UsageError",

@@ -33,19 +33,21 @@ __all__ = [
 
 def cmd_score(args) -> int:
     from memjudge.formats import dumps
-    from memjudge.scoring.engine import score_run
+    from memjudge.judges.panel import judge_config
+    from memjudge.scoring.engine import RunOptions, score_run
 
     settings = {k: v for k, v in vars(args).items() if k != "func"}
+    judge = judge_config(
+        args.judge, args.judges_file, base_url=args.base_url, concurrency=args.concurrency, rpm=args.rpm,
+        tpm=args.tpm, temperature=args.temperature, seed=args.seed, max_output_tokens=args.max_output_tokens,
+        thinking_budget=args.thinking_budget, response_format=args.response_format, logprobs=args.logprobs,
+    )
     result = score_run(
-        args.candidates, args.sources, args.judge, rubric=args.rubric, facts=args.facts,
-        replicates=args.replicates, out=args.out, cache_dir=args.cache_dir, dry_run=args.dry_run,
-        progress=not (args.no_progress or args.quiet) and sys.stderr.isatty(), parquet=args.parquet,
-        judges_file=args.judges_file, base_url=args.base_url, concurrency=args.concurrency,
-        rpm=args.rpm, tpm=args.tpm, temperature=args.temperature, seed=args.seed,
-        max_output_tokens=args.max_output_tokens, thinking_budget=args.thinking_budget,
-        response_format=args.response_format, logprobs=args.logprobs,
-        argv=settings, echo=None if args.json else print,
-        batch=args.batch, batch_fallback=args.batch_fallback, limit=args.limit,
+        args.candidates, args.sources, judge, rubric=args.rubric, facts=args.facts, replicates=args.replicates,
+        out=args.out, cache_dir=args.cache_dir, dry_run=args.dry_run, limit=args.limit,
+        progress=not (args.no_progress or args.quiet) and sys.stderr.isatty(),
+        run=RunOptions(parquet=args.parquet, argv=settings, echo=None if args.json else print, batch=args.batch,
+                       batch_fallback=args.batch_fallback),
     )
     s = result.summary
     if args.json:

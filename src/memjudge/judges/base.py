@@ -19,48 +19,69 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class JudgeConfig(BaseModel):
-    """Generation and rate settings of one judge; the same object serves the CLI, the
-    Python API and `judges.toml` panels (one `[[judge]]` table each)."""
+    """Every setting of one judge: the one object that the CLI's flags, a judges file's
+    `[[judge]]` table and the Python API fill alike (`judge_config` reads a judges file and
+    applies overrides; `score_run` takes it as its `judge`). The generation parameters
+    (`generation_params`), the base URL and, for served models, `response_format` and
+    `logprobs` are part of the answer cache's key; the rest is how the judge is called."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     spec: str
+    """`provider:model` (`openai:gpt-4o-mini`, `gemini:gemini-2.5-flash`, `local:qwen2.5-coder-1.5b`, `sim:paper`)."""
     base_url: str | None = None
+    """An OpenAI-compatible server's URL (`http://127.0.0.1:8000/v1`); None: the provider's own."""
     temperature: float = 0.0
+    """Sampling temperature (0: the judge's most likely answer)."""
     max_output_tokens: int | None = 1024
+    """Cap on the answer's tokens; an answer cut short is asked again, never guessed."""
     seed: int | None = None
+    """The provider's sampling seed, where it takes one."""
     thinking_budget: int | None = None
-    timeout_s: float = 120.0  # per attempt, connecting, waiting and reading together (network judges)
+    """Thinking tokens of a reasoning model (Gemini), None: the provider's default."""
+    timeout_s: float = 120.0
+    """Per attempt, connecting, waiting and reading together (network judges)."""
     concurrency: int = Field(16, ge=1)
+    """Calls in flight at once."""
     rpm: float | None = Field(None, gt=0)
+    """Requests per minute the run stays under (None: no limit of ours)."""
     tpm: float | None = Field(None, gt=0)
+    """Tokens per minute the run stays under (None: no limit of ours)."""
     price_input_per_mtok: float | None = None
+    """USD per million input tokens, for the cost figures (None: cost unknown)."""
     price_output_per_mtok: float | None = None
+    """USD per million output tokens."""
     batch_discount: float = 0.5
-    # Retrying (retry.py): not generation parameters, so not part of the cache key.
+    """The provider's batch price as a fraction of its online price."""
     max_attempts: int = Field(8, ge=1)
+    """Attempts per call on transient errors (not a generation parameter: not in the cache key)."""
     retry_initial_s: float = Field(1.0, ge=0)
-    retry_max_s: float = Field(60.0, ge=0)  # cap of our own backoff; a server's delay is honoured beyond it
-    # A server asking for a longer wait than this (Retry-After, RetryInfo) is not retried: the
-    # row says so and a rerun asks again.
+    """The first backoff delay."""
+    retry_max_s: float = Field(60.0, ge=0)
+    """Cap of our own backoff; a server's asked-for delay is honoured beyond it."""
     retry_after_max_s: float = Field(600.0, ge=0)
-    # Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...).
+    """A server asking for a longer wait than this (Retry-After, RetryInfo) is not retried: the row
+    says so and a rerun asks again."""
     options: dict[str, Any] = Field(default_factory=dict)
-    # Hosted and compatible judges (openai:, gemini:). How the answer's JSON is asked for:
-    # "auto" tries a strict JSON schema, then a JSON object with the schema in the prompt,
-    # then plain text (see RESPONSE_FORMATS); the provider's identity() puts these two in
-    # the cache key (the generation parameters of the other judges stay as they were).
+    """Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...)."""
     response_format: Literal["auto", "json_schema", "json_object", "text"] = "auto"
-    # Ask for token log-probabilities and record the verdict's log-odds as judge_score.
+    """How a hosted or served judge (openai:, gemini:) is asked for JSON: "auto" tries a strict
+    JSON schema, then a JSON object with the schema in the prompt, then plain text."""
     logprobs: bool = True
-    # Requests a server computes at once (its slots); None = ask the server (llama.cpp)
-    # or no limit. Time spent waiting for a slot is not part of `timeout_s`. Not a
-    # generation parameter: not in the cache key.
+    """Ask for token log-probabilities and record the verdict's log-odds as `judge_score`."""
     server_slots: int | None = Field(None, ge=1)
+    """Requests a server computes at once (its slots); None: ask the server (llama.cpp) or no
+    limit. Time spent waiting for a slot is not part of `timeout_s`."""
+    _judges_file: str | None = PrivateAttr(None)
+
+    @property
+    def judges_file(self) -> str | None:
+        """The judges file these settings were read from (`judge_config`), recorded in config.json."""
+        return self._judges_file
 
     @property
     def prefix(self) -> str:

@@ -12,7 +12,8 @@
     [judge.options]
     threshold = -1.9
 
-Each table is a `JudgeConfig`; unknown keys are an error naming the file.
+Each table is a `JudgeConfig`; unknown keys are an error naming the file. `judge_config` is how
+the CLI and the Python API fill one judge's settings: its table, then explicit overrides.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from memjudge.errors import InputError
+from memjudge.errors import InputError, UsageError
 from memjudge.formats import read_toml
 from memjudge.judges.base import JudgeConfig
+
+# The settings CLI flags (and score_run's former keywords) override.
+OVERRIDABLE = ("base_url", "concurrency", "rpm", "tpm", "temperature", "seed", "max_output_tokens", "thinking_budget",
+               "response_format", "logprobs")
 
 
 def load_panel(path) -> dict[str, JudgeConfig]:
@@ -45,3 +50,40 @@ def load_panel(path) -> dict[str, JudgeConfig]:
             raise InputError(path, f"judge #{i}: spec {cfg.spec!r} declared twice")
         panel[cfg.spec] = cfg
     return panel
+
+
+def judge_config(judge: str | JudgeConfig, judges_file=None, **overrides) -> JudgeConfig:
+    """One judge's settings, as `memjudge score` fills them: for a spec, its `[[judge]]` table in
+    `judges_file` (if the file has one; else the defaults), then `overrides` that are not None
+    (the CLI's flags: base_url, concurrency, rpm, tpm, temperature, seed, max_output_tokens,
+    thinking_budget, response_format, logprobs). A JudgeConfig takes only the overrides.
+    Invalid settings are a UsageError naming the judge and the setting."""
+    from memjudge.judges import parse_spec
+
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    unknown = set(overrides) - set(OVERRIDABLE)
+    if unknown:
+        raise UsageError(f"unknown judge setting(s): {', '.join(sorted(unknown))}")
+    concurrency = overrides.get("concurrency")
+    if concurrency is not None and (not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1):
+        raise UsageError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    for name in ("rpm", "tpm"):
+        if name in overrides and not overrides[name] > 0:
+            raise UsageError(f"{name} must be > 0, got {overrides[name]!r}")
+    try:
+        if isinstance(judge, JudgeConfig):
+            config = JudgeConfig.model_validate({**judge.model_dump(), **overrides})
+            config._judges_file = judge.judges_file
+        else:
+            parse_spec(judge)
+            config = JudgeConfig(spec=judge)
+            if judges_file:
+                config = load_panel(judges_file).get(judge, config)
+            config = JudgeConfig.model_validate({**config.model_dump(), **overrides})
+            config._judges_file = str(judges_file) if judges_file else None
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise UsageError(f"judge {getattr(judge, 'spec', judge)}: {where}: {first['msg']}") from None
+    parse_spec(config.spec)
+    return config

@@ -5,7 +5,7 @@
 
 The modules, in the one direction their imports run:
 
-    engine      score(), score_run(): one job from its settings (RunSettings)
+    engine      score(), score_run(): one job from its judge (a JudgeConfig) and RunOptions
     online      the worker pool: rate limits, retries, failure streak, progress line
     batch/      the providers' batch APIs: durable job state (state), the protocol (runner)
     answers     validate an answer, re-ask, the valid-answer record
@@ -27,11 +27,12 @@ _LAZY = {
     "score_run": "memjudge.scoring.engine",
     "ScoreResult": "memjudge.scoring.engine",
     "ScoreSummary": "memjudge.scoring.engine",
+    "RunOptions": "memjudge.scoring.engine",
     "batch_status": "memjudge.scoring.batch.runner",
     "batch_cancel": "memjudge.scoring.batch.runner",
 }
 
-__all__ = ["ScoreResult", "ScoreSummary", "batch_cancel", "batch_status", "score", "score_run"]
+__all__ = ["RunOptions", "ScoreResult", "ScoreSummary", "batch_cancel", "batch_status", "score", "score_run"]
 
 
 __getattr__, __dir__ = exports(__name__, _LAZY, globals())

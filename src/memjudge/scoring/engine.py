@@ -25,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from memjudge import formats as io
 from memjudge._util.aio import run_sync
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeConfig
+from memjudge.judges.panel import OVERRIDABLE
 from memjudge.judges.rubrics import Rubric, load_rubric
 from memjudge.scoring.answers import AnswerCheck
 from memjudge.scoring.cache import AnswerCache
@@ -141,6 +144,54 @@ def run_files(out_dir: Path) -> list[Path]:
 # the public API
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How one scoring run keeps its files and what it reuses (`score_run(..., run=...)`);
+    what the judge is and how it is called is its `JudgeConfig`."""
+
+    use_cache: bool = True
+    """Read and write the answer cache (False: ask everything again; the run's journal still resumes)."""
+    parquet: bool = False
+    """Also write labels.parquet / coverage.parquet beside the JSONL."""
+    write: bool = True
+    """Write the run folder (journal, labels, config.json, summary.json); False: results in memory only."""
+    argv: dict[str, Any] | None = None
+    """The command's arguments, recorded in config.json (the CLI's; None from Python)."""
+    echo: Callable[[str], None] | None = None
+    """Receives the dry run's listing of the first call."""
+    batch: bool = False
+    """Send the calls through the provider's batch API (memjudge.scoring.batch), at batch prices."""
+    batch_fallback: str = "resubmit"
+    """Lines a batch fails: "resubmit" them in a new job, or ask them "online"."""
+    batch_options: dict[str, Any] | None = None
+    """Batch limits and polling (`BatchSettings`: max_requests, poll_s, ...)."""
+
+
+# score_run's keywords before RunOptions and judge_config (0.2.0); they work for one release.
+_RUN_KEYWORDS = tuple(f.name for f in dataclasses.fields(RunOptions))
+_JUDGE_KEYWORDS = OVERRIDABLE + ("judges_file",)
+
+
+def _former_keywords(former: dict[str, Any], run: RunOptions | None) -> tuple[RunOptions, dict[str, Any]]:
+    """score_run's former keywords sorted into RunOptions and judge settings, with a
+    DeprecationWarning that says where each now goes; any other keyword is a TypeError."""
+    unknown = sorted(set(former) - set(_RUN_KEYWORDS) - set(_JUDGE_KEYWORDS))
+    if unknown:
+        raise TypeError(f"score_run() got an unexpected keyword argument {unknown[0]!r}")
+    run = run or RunOptions()
+    run_kw = {k: v for k, v in former.items() if k in _RUN_KEYWORDS}
+    judge_kw = {k: v for k, v in former.items() if k in _JUDGE_KEYWORDS}
+    if run_kw:
+        warnings.warn(f"score_run({', '.join(f'{k}=' for k in run_kw)}) is deprecated: pass run=RunOptions("
+                      f"{', '.join(f'{k}=...' for k in run_kw)})", DeprecationWarning, stacklevel=3)
+        run = dataclasses.replace(run, **run_kw)
+    if judge_kw:
+        warnings.warn(f"score_run({', '.join(f'{k}=' for k in judge_kw)}) is deprecated: pass the judge as "
+                      f"memjudge.judge_config(spec, {', '.join(f'{k}=...' for k in judge_kw)}) (a JudgeConfig)",
+                      DeprecationWarning, stacklevel=3)
+    return run, judge_kw
+
+
 def score_run(
     candidates,
     sources,
@@ -151,59 +202,38 @@ def score_run(
     replicates: int = 1,
     out: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    dry_run: bool = False,
     progress: bool = True,
-    parquet: bool = False,
-    judges_file: str | os.PathLike | None = None,
-    base_url: str | None = None,
-    concurrency: int | None = None,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    temperature: float | None = None,
-    seed: int | None = None,
-    max_output_tokens: int | None = None,
-    thinking_budget: int | None = None,
-    response_format: str | None = None,
-    logprobs: bool | None = None,
-    write: bool = True,
-    argv: list[str] | None = None,
-    echo=None,
-    batch: bool = False,
-    batch_fallback: str = "resubmit",
-    batch_options: dict[str, Any] | None = None,
     limit: int | None = None,
+    dry_run: bool = False,
+    run: RunOptions | None = None,
+    **former: Any,
 ) -> ScoreResult:
     """Score `candidates` against `sources` with one judge and one rubric.
 
     `candidates`, `sources`, `facts` are paths (JSONL/CSV/Parquet) or DataFrames; `judge` is a
-    spec ("openai:gpt-4o-mini"), a JudgeConfig or a Judge. Outputs go to `out` (default
-    runs/<judge>-<rubric>) unless `write=False`. `dry_run` validates everything and estimates
-    calls, tokens and cost without calling. `echo(line)` receives the dry run's listing.
-    `limit=N` scores only the first N personas of the candidates (in file order): a quick
-    look before paying for the whole run; the rerun without it reuses those answers.
-    `batch=True` sends the calls through the provider's batch API instead (memjudge.scoring.batch:
-    `batch_fallback` "resubmit" or "online" for lines that fail, `batch_options` for limits
-    and polling); costs are then at batch prices.
+    spec ("openai:gpt-4o-mini"), a JudgeConfig (every judge setting: `memjudge.judge_config`
+    fills one from a judges file and overrides, as the CLI does) or a Judge. Outputs go to
+    `out` (default runs/<judge>-<rubric>); `run` says how the run keeps its files (RunOptions:
+    cache use, Parquet, writing at all, batch). `dry_run` validates everything and estimates
+    calls, tokens and cost without calling. `limit=N` scores only the first N personas of the
+    candidates (in file order): a quick look before paying for the whole run; the rerun
+    without it reuses those answers. The keywords of memjudge 0.2.0 (base_url, concurrency,
+    ..., judges_file, use_cache, batch, ...) still work, with a DeprecationWarning.
     """
+    run, judge_kw = _former_keywords(former, run) if former else (run or RunOptions(), {})
     t_start = time.perf_counter()
     if not isinstance(replicates, int) or isinstance(replicates, bool) or replicates < 1:
         raise UsageError(f"replicates must be an integer >= 1, got {replicates!r}")
-    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
-        raise UsageError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    for name, v in (("rpm", rpm), ("tpm", tpm)):
-        if v is not None and not v > 0:
-            raise UsageError(f"{name} must be > 0, got {v!r}")
     rub = load_rubric(rubric)
     batch_settings = None
-    if batch:
+    if run.batch:
         from memjudge.judges.base_batch import check_batch_judge
         from memjudge.scoring.batch.state import BatchSettings
 
         check_batch_judge(judge)
-        if not write:
-            raise UsageError("batch scoring keeps its job state in the run directory; it needs write=True")
-        batch_settings = BatchSettings.make(fallback=batch_fallback, **(batch_options or {}))
+        if not run.write:
+            raise UsageError("batch scoring keeps its job state in the run directory; it needs RunOptions(write=True)")
+        batch_settings = BatchSettings.make(fallback=run.batch_fallback, **(run.batch_options or {}))
     if facts is not None and rub.kind != "coverage":
         raise UsageError(f"--facts is for the coverage rubric, not {rub.name!r}")
 
@@ -222,14 +252,11 @@ def score_run(
         fact_df, _ = read_input(facts, io.read_facts, "facts")
         read_as["facts"] = io.describe_input(facts, fact_df)
 
-    the_judge, owned = resolve_judge(
-        judge, judges_file=judges_file, base_url=base_url, concurrency=concurrency, rpm=rpm, tpm=tpm,
-        temperature=temperature, seed=seed, max_output_tokens=max_output_tokens, thinking_budget=thinking_budget,
-        response_format=response_format, logprobs=logprobs,
-    )
+    the_judge, owned = resolve_judge(judge, **judge_kw)
     settings = RunSettings(
-        replicates=replicates, out=out, cache_dir=cache_dir, use_cache=use_cache, dry_run=dry_run, progress=progress,
-        parquet=parquet, write=write, judges_file=judges_file, argv=argv, echo=echo, batch=batch_settings,
+        replicates=replicates, out=out, cache_dir=cache_dir, use_cache=run.use_cache, dry_run=dry_run, progress=progress,
+        parquet=run.parquet, write=run.write, judges_file=the_judge.config.judges_file, argv=run.argv, echo=run.echo,
+        batch=batch_settings,
         read_as=read_as, inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
     )
     closer = _Closer(the_judge if owned else None)
@@ -392,8 +419,8 @@ def score(
     **options,
 ) -> pd.DataFrame:
     """Labels (support rubric) or coverage rows (coverage rubric) as a DataFrame, exactly the
-    rows of the run's labels.jsonl / coverage.jsonl. `options` are score_run's (base_url,
-    concurrency, rpm, tpm, temperature, seed, judges_file, parquet, use_cache, write, ...)."""
+    rows of the run's labels.jsonl / coverage.jsonl. `options` are score_run's other keywords
+    (limit, run=RunOptions(...)); the judge's settings are its JudgeConfig."""
     if options.get("dry_run"):
         raise UsageError("score(dry_run=True) has no labels; use score_run(..., dry_run=True) for the estimate")
     result = score_run(candidates, sources, judge, rubric=rubric, facts=facts, replicates=replicates, out=out,
@@ -401,4 +428,4 @@ def score(
     return result.labels if result.labels is not None else result.coverage
 
 
-__all__ = ["AllCallsFailed", "RunSettings", "ScoreResult", "ScoreSummary", "run_files", "score", "score_run"]
+__all__ = ["AllCallsFailed", "RunOptions", "RunSettings", "ScoreResult", "ScoreSummary", "run_files", "score", "score_run"]

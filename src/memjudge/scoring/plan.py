@@ -14,16 +14,12 @@ import pandas as pd
 
 from memjudge import formats as io
 from memjudge.errors import InputError, UsageError
-from memjudge.judges import Judge, JudgeCall, JudgeConfig, Prompt, make_judge, parse_spec
+from memjudge.judges import Judge, JudgeCall, JudgeConfig, Prompt, make_judge
+from memjudge.judges.panel import judge_config
 from memjudge.judges.rubrics import Rubric
 from memjudge.scoring.answers import Task
 from memjudge.scoring.cache import KeyMaker
 from memjudge.scoring.jsonl import lenient
-
-# Judge settings a caller (CLI flags, score_run keywords) may override.
-OVERRIDABLE = ("base_url", "concurrency", "rpm", "tpm", "temperature", "seed", "max_output_tokens", "thinking_budget",
-               "response_format", "logprobs")
-
 
 # ---------------------------------------------------------------------------------------
 # inputs
@@ -58,38 +54,13 @@ def read_input(obj, reader, what: str, **kw) -> tuple[pd.DataFrame, str]:
 
 
 def resolve_judge(judge: str | JudgeConfig | Judge, *, judges_file=None, **overrides) -> tuple[Judge, bool]:
-    """A ready judge, and whether we made it (and so must close it).
-
-    A spec string takes its settings from the panel file's entry for that spec, if any;
-    explicit overrides (CLI flags) win over both."""
-    from pydantic import ValidationError
-
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    unknown = set(overrides) - set(OVERRIDABLE)
-    if unknown:
-        raise UsageError(f"unknown judge setting(s): {', '.join(sorted(unknown))}")
+    """A ready judge, and whether we made it (and so must close it): a Judge as it is, a spec or
+    a JudgeConfig filled by `judge_config` (the panel file's entry, then the overrides)."""
     if isinstance(judge, Judge):
-        if overrides:
+        if any(v is not None for v in overrides.values()) or judges_file:
             raise UsageError("judge settings cannot be overridden on a Judge instance; pass a spec or a JudgeConfig")
         return judge, False
-    try:
-        if isinstance(judge, JudgeConfig):
-            config = judge.model_copy(update=overrides) if overrides else judge
-            JudgeConfig.model_validate(config.model_dump())
-        else:
-            parse_spec(judge)
-            config = JudgeConfig(spec=judge)
-            if judges_file:
-                from memjudge.judges.panel import load_panel
-
-                config = load_panel(judges_file).get(judge, config)
-            config = JudgeConfig.model_validate({**config.model_dump(), **overrides})
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ()))
-        raise UsageError(f"judge {getattr(judge, 'spec', judge)}: {where}: {first['msg']}") from None
-    parse_spec(config.spec)
-    return make_judge(config), True
+    return make_judge(judge_config(judge, judges_file, **overrides)), True
 
 
 def _path_part(name: str) -> str:
@@ -200,4 +171,4 @@ def closest_candidates(fact: str, assertions: list[dict], k: int) -> list[dict]:
     return [assertions[i] for i in ranked]
 
 
-__all__ = ["OVERRIDABLE", "Plan", "closest_candidates", "default_out_dir", "plan_calls", "read_input", "resolve_judge"]
+__all__ = ["Plan", "closest_candidates", "default_out_dir", "plan_calls", "read_input", "resolve_judge"]
