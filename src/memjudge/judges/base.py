@@ -45,11 +45,11 @@ class JudgeConfig(BaseModel):
     """Thinking tokens of a reasoning model (Gemini), None: the provider's default."""
     timeout_s: float = 120.0
     """Per attempt, connecting, waiting and reading together (network judges)."""
-    concurrency: int = Field(16, ge=1)
+    concurrency: int = Field(default=16, ge=1)
     """Calls in flight at once."""
-    rpm: float | None = Field(None, gt=0)
+    rpm: float | None = Field(default=None, gt=0)
     """Requests per minute the run stays under (None: no limit of ours)."""
-    tpm: float | None = Field(None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
     """Tokens per minute the run stays under (None: no limit of ours)."""
     price_input_per_mtok: float | None = None
     """USD per million input tokens, for the cost figures (None: cost unknown)."""
@@ -57,13 +57,13 @@ class JudgeConfig(BaseModel):
     """USD per million output tokens."""
     batch_discount: float = 0.5
     """The provider's batch price as a fraction of its online price."""
-    max_attempts: int = Field(8, ge=1)
+    max_attempts: int = Field(default=8, ge=1)
     """Attempts per call on transient errors (not a generation parameter: not in the cache key)."""
-    retry_initial_s: float = Field(1.0, ge=0)
+    retry_initial_s: float = Field(default=1.0, ge=0)
     """The first backoff delay."""
-    retry_max_s: float = Field(60.0, ge=0)
+    retry_max_s: float = Field(default=60.0, ge=0)
     """Cap of our own backoff; a server's asked-for delay is honoured beyond it."""
-    retry_after_max_s: float = Field(600.0, ge=0)
+    retry_after_max_s: float = Field(default=600.0, ge=0)
     """A server asking for a longer wait than this (Retry-After, RetryInfo) is not retried: the row
     says so and a rerun asks again."""
     options: dict[str, Any] = Field(default_factory=dict)
@@ -73,7 +73,7 @@ class JudgeConfig(BaseModel):
     JSON schema, then a JSON object with the schema in the prompt, then plain text."""
     logprobs: bool = True
     """Ask for token log-probabilities and record the verdict's log-odds as `judge_score`."""
-    server_slots: int | None = Field(None, ge=1)
+    server_slots: int | None = Field(default=None, ge=1)
     """Requests a server computes at once (its slots); None: ask the server (llama.cpp) or no
     limit. Time spent waiting for a slot is not part of `timeout_s`."""
     _judges_file: str | None = PrivateAttr(None)
