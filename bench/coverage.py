@@ -97,7 +97,7 @@ def table1(c, coverage: pd.DataFrame, personas: list[str], facts: pd.DataFrame) 
                   repeats=5, seed=0).to_json()
     out = {"write_all": res["write_all"]["coverage"]}
     for p in ("global", "targeted"):
-        out[p] = res["policies"][p]["coverage"]["mean"]
+        out[p] = res["policies"][p]["coverage"]["value"]
     return out
 
 
