@@ -134,16 +134,6 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group("model"))
 
 
-def pytest_collection_modifyitems(items):
-    """The model tests that read the session's demo run go last: the group then runs the llama.cpp
-    server's and the local judge's tests while the other worker is still busy with the CPU-light
-    rest, and the demo (two llama.cpp threads for four minutes, which lose most to a busy second
-    core) runs on cores of its own. The order is the same on every worker (a stable sort)."""
-    late = [i for i in items if i.get_closest_marker("model") is not None and "model_demo" in getattr(i, "fixturenames", ())]
-    if late:
-        items[:] = [i for i in items if i not in late] + late
-
-
 def pytest_collection_finish(session):
     """On an xdist worker with --dist loadgroup, the groups must be in the node ids (that is all
     the scheduler reads); a pytest that xdist cannot mark (9.2 with xdist 3.8) would let the model
