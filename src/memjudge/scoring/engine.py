@@ -220,7 +220,7 @@ def score_run(
     without it reuses those answers. The keywords of memjudge 0.2.0 (base_url, concurrency,
     ..., judges_file, use_cache, batch, ...) still work, with a DeprecationWarning.
     """
-    run, judge_kw = _former_keywords(former, run) if former else (run or RunOptions(), {})
+    run, judge_kw = _former_keywords(former, run)
     t_start = time.perf_counter()
     if not isinstance(replicates, int) or isinstance(replicates, bool) or replicates < 1:
         raise UsageError(f"replicates must be an integer >= 1, got {replicates!r}")
@@ -255,7 +255,9 @@ def score_run(
     the_judge, owned = resolve_judge(judge, **judge_kw)
     settings = RunSettings(
         replicates=replicates, out=out, cache_dir=cache_dir, use_cache=run.use_cache, dry_run=dry_run, progress=progress,
-        parquet=run.parquet, write=run.write, judges_file=the_judge.config.judges_file, argv=run.argv, echo=run.echo,
+        parquet=run.parquet, write=run.write, argv=run.argv, echo=run.echo,
+        # a former judges_file= beside a Judge is recorded as it was (a JudgeConfig says what it read)
+        judges_file=the_judge.config.judges_file or judge_kw.get("judges_file"),
         batch=batch_settings,
         read_as=read_as, inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
     )

@@ -57,7 +57,7 @@ def resolve_judge(judge: str | JudgeConfig | Judge, *, judges_file=None, **overr
     """A ready judge, and whether we made it (and so must close it): a Judge as it is, a spec or
     a JudgeConfig filled by `judge_config` (the panel file's entry, then the overrides)."""
     if isinstance(judge, Judge):
-        if any(v is not None for v in overrides.values()) or judges_file:
+        if any(v is not None for v in overrides.values()):
             raise UsageError("judge settings cannot be overridden on a Judge instance; pass a spec or a JudgeConfig")
         return judge, False
     return make_judge(judge_config(judge, judges_file, **overrides)), True
