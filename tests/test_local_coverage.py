@@ -83,10 +83,15 @@ def test_the_persona_form_is_refused_in_one_line():
 
 def test_coverage_identity_is_only_in_coverage_keys():
     judge = make_judge("local:qwen2.5-coder-1.5b")
-    assert judge.call_identity("support") == judge.identity() and "coverage" not in judge.identity()
+    assert judge.label_identity("support") == judge.identity() and "coverage" not in judge.identity()
+    # The cache key leaves the thresholds out (applied to the stored log-odds); the labels'
+    # identity (config.json) has them.
+    assert judge.call_identity("support") == judge.answer_identity() and "threshold" not in judge.answer_identity()
     cov = judge.call_identity("coverage")["coverage"]
-    assert cov == {"version": LC.COVERAGE_PROMPT_VERSION, "threshold": judge.coverage_threshold, "source": True,
-                   "words": ["Yes", "No"]}
+    assert cov == {"version": LC.COVERAGE_PROMPT_VERSION, "source": True, "words": ["Yes", "No"]}
+    assert judge.label_identity("coverage")["coverage"] == {**cov, "threshold": judge.coverage_threshold}
+    assert make_judge("local:qwen2.5-coder-1.5b", options={"coverage_threshold": 2.0}).call_identity("coverage") == \
+        judge.call_identity("coverage")
     other = make_judge("local:qwen2.5-coder-1.5b", options={"coverage_source": False})
     assert other.call_identity("coverage")["coverage"]["source"] is False
     with pytest.raises(UsageError, match="coverage_source must be true or false"):

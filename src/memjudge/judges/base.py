@@ -474,6 +474,25 @@ class Judge(ABC):
         "coverage"): `identity()`, unless a judge answers the kinds by different means."""
         return self.identity()
 
+    def label_identity(self, kind: str) -> dict[str, Any]:
+        """Everything that decides the labels of a call of kind `kind` (a run's config.json):
+        `call_identity(kind)`, unless the judge applies settings to a stored answer (`reread`)."""
+        return self.call_identity(kind)
+
+    def former_call_identities(self, kind: str) -> list[dict[str, Any]]:
+        """Identities an earlier memjudge put in the cache keys of the very same answers (a key
+        that lost a setting the answer never depended on): the engine looks a call up under
+        these too, so a cache written before keeps every hit. None for most judges."""
+        return []
+
+    def reread(self, answer: dict, judge_score: float | None, call: JudgeCall,
+               candidate_scores: dict | None = None) -> dict:
+        """A stored answer's object under this judge's current settings. A judge whose verdict
+        is a rule over a score it stores (the embedded judge's thresholds), and whose cache key
+        therefore leaves the rule out, applies the rule again here; every other judge's stored
+        answer is what it said, unchanged."""
+        return answer
+
     def check_options(self, known) -> None:
         """Provider options are free-form in a panel file: a misspelt one must fail loudly,
         not be ignored."""

@@ -62,6 +62,8 @@ from memjudge.judges.local_weights import (
 # the verdict word begins, so the next tokens are the judge's decision.
 ANSWER_PREFIX = '{"verdict": "'
 VERDICT_WORDS = ("supported", "unsupported")
+# Options that only move a threshold over a stored score: not in the cache key (answer_identity).
+THRESHOLD_OPTIONS = ("threshold", "category_thresholds", "coverage_threshold")
 OPTION_KEYS = ("threshold", "category_thresholds", "n_ctx", "n_threads", "n_batch", "prompt", "premises", "few_shot",
                "check", "coverage_threshold", "coverage_source")
 # "rubric" renders the support rubric over the whole source; "premise" is the judge's own prompt
@@ -467,10 +469,20 @@ class LocalJudge(Judge):
                 call.replicate)
 
     def identity(self) -> dict[str, Any]:
-        ident = super().identity()
-        ident["threshold"] = self.threshold
+        """Everything that decides this judge's labels (config.json): `answer_identity()` with
+        the thresholds, as options and as resolved (the cache keys' identity until 2026-12)."""
+        ident = {**self.answer_identity(), "params": super().identity()["params"], "threshold": self.threshold}
         if self.category_thresholds:
             ident["category_thresholds"] = dict(sorted(self.category_thresholds.items()))
+        return ident
+
+    def answer_identity(self) -> dict[str, Any]:
+        """What decides the model's scores: weights, prompt form, evaluation chunks; not the
+        thresholds, which are applied to a stored score (`reread`), so a calibrated threshold
+        reuses every answer the model gave before."""
+        ident = super().identity()
+        params = ident["params"]
+        ident["params"] = {**params, "options": {k: v for k, v in params["options"].items() if k not in THRESHOLD_OPTIONS}}
         ident["eval_chunk"] = EVAL_CHUNK
         if self.prompt_mode == "rubric":
             ident["answer_prefix"] = ANSWER_PREFIX
@@ -542,14 +554,28 @@ class LocalJudge(Judge):
                 return None, f"premise check: {e}"
 
     def call_identity(self, kind: str) -> dict[str, Any]:
-        """Coverage calls also depend on the coverage prompt, its threshold and whether it shows
-        the source; support calls' keys stay as they were."""
-        ident = self.identity()
+        """The scores' identity (no threshold); coverage calls also depend on the coverage
+        prompt and whether it shows the source."""
+        return self._call_identity(kind, self.answer_identity(), None)
+
+    def label_identity(self, kind: str) -> dict[str, Any]:
+        """The scores' identity with the thresholds (support: threshold, category_thresholds;
+        coverage: also the coverage threshold)."""
+        return self._call_identity(kind, self.identity(), self.coverage_threshold)
+
+    def former_call_identities(self, kind: str) -> list[dict[str, Any]]:
+        """Until 2026-12 the cache keys held the thresholds (`label_identity`): an answer
+        stored then is still found, at the thresholds it was stored at."""
+        return [self.label_identity(kind)]
+
+    def _call_identity(self, kind: str, ident: dict[str, Any], coverage_threshold: float | None) -> dict[str, Any]:
         if kind == "coverage":
             from memjudge.judges.local_coverage import COVERAGE_PROMPT_VERSION, WORDS
 
-            ident["coverage"] = {"version": COVERAGE_PROMPT_VERSION, "threshold": self.coverage_threshold,
-                                 "source": self.coverage_source, "words": list(WORDS)}
+            part: dict[str, Any] = {"version": COVERAGE_PROMPT_VERSION, "source": self.coverage_source, "words": list(WORDS)}
+            if coverage_threshold is not None:
+                part["threshold"] = coverage_threshold
+            ident = {**ident, "coverage": part}
         return ident
 
     def _coverage_sync(self, call: JudgeCall) -> tuple[list[VerdictScore] | None, str | None]:
@@ -567,23 +593,26 @@ class LocalJudge(Judge):
     def coverage_answer(self, scores: list[VerdictScore], call: JudgeCall) -> JudgeAnswer:
         """The per-fact coverage answer: the shown candidates whose log-odds reach the coverage
         threshold (at temperature T > 0, each drawn as a support verdict is)."""
-        fact, shown = call.fields["facts"][0], call.fields["assertions"]
-        temperature = self.config.temperature or 0.0
-        covered, by_id = [], {}
-        for a, sc in zip(shown, scores):
-            lo = sc.log_odds
-            by_id[a["id"]] = lo
-            if temperature > 0:
-                g_yes, g_no = gumbel_pair(self.config.seed, call.rubric, f"{fact['id']}|{a['id']}", call.replicate)
-                lo = lo + temperature * (g_yes - g_no)
-            if lo >= self.coverage_threshold:
-                covered.append(a["id"])
-        obj = {"facts": [{"fact_id": fact["id"], "fact": fact["text"], "covered_by": covered}]}
+        by_id = {a["id"]: sc.log_odds for a, sc in zip(call.fields["assertions"], scores)}
+        obj = self._coverage_obj(by_id, call)
         usage = Usage(input_tokens=sum(s.prompt_tokens for s in scores), output_tokens=0,
                       cached_tokens=sum(s.reused_tokens for s in scores))
         return JudgeAnswer(text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
                            judge_score=max(by_id.values()) if by_id else None, parsed=obj,
                            raw={"candidate_scores": by_id, "coverage_threshold": self.coverage_threshold})
+
+    def _coverage_obj(self, by_id: dict[str, float], call: JudgeCall) -> dict:
+        """The shown candidates (in the order shown) whose log-odds reach the coverage threshold."""
+        fact = call.fields["facts"][0]
+        temperature = self.config.temperature or 0.0
+        covered = []
+        for aid, lo in by_id.items():
+            if temperature > 0:
+                g_yes, g_no = gumbel_pair(self.config.seed, call.rubric, f"{fact['id']}|{aid}", call.replicate)
+                lo = lo + temperature * (g_yes - g_no)
+            if lo >= self.coverage_threshold:
+                covered.append(aid)
+        return {"facts": [{"fact_id": fact["id"], "fact": fact["text"], "covered_by": covered}]}
 
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         if "facts" in getattr(call.schema, "model_fields", {}):
@@ -614,6 +643,18 @@ class LocalJudge(Judge):
     def answer(self, score: VerdictScore, call: JudgeCall) -> JudgeAnswer:
         log_odds = score.log_odds
         parts = "" if score.check is None else f" (verdict {log_odds - score.check:.3f} + premise check {score.check:.3f})"
+        obj = self._support_obj(log_odds, f"log-odds {log_odds:.3f}{parts}", call)
+        usage = Usage(input_tokens=score.prompt_tokens, output_tokens=0, cached_tokens=score.reused_tokens)
+        return JudgeAnswer(
+            text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
+            judge_score=log_odds, parsed=obj,
+            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported,
+                 **({} if score.check is None else {"premise_check": score.check})},
+        )
+
+    def _support_obj(self, log_odds: float, read: str, call: JudgeCall) -> dict:
+        """The verdict of `log_odds` against the item's threshold (drawn at temperature T > 0);
+        `read` opens the rationale (the score and its parts)."""
         category = str(call.item.get("category", ""))
         threshold = self.threshold_for(category)
         against = f"threshold {threshold:.3f}" + (f" (category {category})" if category in self.category_thresholds
@@ -624,18 +665,29 @@ class LocalJudge(Judge):
                                        call.replicate)
             sampled = log_odds + temperature * (g_sup - g_uns)
             supported = sampled >= threshold
-            rationale = f"log-odds {log_odds:.3f}{parts} vs {against}; sampled at temperature {temperature:g}: {sampled:.3f}"
+            rationale = f"{read} vs {against}; sampled at temperature {temperature:g}: {sampled:.3f}"
         else:
             supported = log_odds >= threshold
-            rationale = f"log-odds {log_odds:.3f}{parts} vs {against}"
-        obj = {"verdict": "supported" if supported else "unsupported", "evidence": "", "rationale": rationale}
-        usage = Usage(input_tokens=score.prompt_tokens, output_tokens=0, cached_tokens=score.reused_tokens)
-        return JudgeAnswer(
-            text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
-            judge_score=log_odds, parsed=obj,
-            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported,
-                 **({} if score.check is None else {"premise_check": score.check})},
-        )
+            rationale = f"{read} vs {against}"
+        return {"verdict": "supported" if supported else "unsupported", "evidence": "", "rationale": rationale}
+
+    def reread(self, answer: dict, judge_score: float | None, call: JudgeCall,
+               candidate_scores: dict | None = None) -> dict:
+        """A stored answer against today's thresholds: the verdict from its log-odds
+        (`judge_score`), covered_by from its candidates' log-odds. The rationale keeps the
+        stored read of the score (this judge wrote it: "log-odds X (verdict a + premise check b)")."""
+        if "facts" in answer:
+            if candidate_scores is None or len(answer["facts"]) != 1 or len(call.fields.get("facts") or []) != 1:
+                return answer
+            shown = [str(a["id"]) for a in call.fields.get("assertions") or []]
+            scores = {str(k): float(v) for k, v in candidate_scores.items()}
+            if set(shown) != set(scores):
+                return answer
+            return self._coverage_obj({aid: scores[aid] for aid in shown}, call)
+        if judge_score is None or "verdict" not in answer:
+            return answer
+        read = str(answer.get("rationale") or "").split(" vs ", 1)[0] or f"log-odds {judge_score:.3f}"
+        return self._support_obj(float(judge_score), read, call)
 
     async def aclose(self) -> None:
         self._models.clear()

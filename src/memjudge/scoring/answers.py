@@ -13,10 +13,12 @@ A `Task` is one distinct judge call of a run and what became of it.
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memjudge.judges import JudgeAnswer, JudgeCall, Prompt
+from memjudge.judges import Judge, JudgeAnswer, JudgeCall, Prompt
 from memjudge.judges.rubrics import AnswerError, Rubric
 
 MAX_REASKS = 2
@@ -119,6 +121,22 @@ def answer_record(answer: JudgeAnswer, valid: dict, *, usage: dict, latency_s: f
     if scores is not None:  # the embedded judge's per-candidate log-odds of a per-fact coverage call
         record["candidate_scores"] = scores
     return record
+
+
+def rereader(judge) -> Callable[[dict, JudgeCall], dict] | None:
+    """`record, call -> record` restating a reused answer under the judge's current settings
+    (Judge.reread: the embedded judge's thresholds), or None for a judge whose stored answers
+    stand as they are (every other judge: nothing is done per record)."""
+    if type(judge).reread is Judge.reread:
+        return None
+
+    def reread(record: dict, call: JudgeCall) -> dict:
+        answer = judge.reread(record["answer"], record.get("judge_score"), call, record.get("candidate_scores"))
+        if answer == record["answer"]:
+            return record
+        return {**record, "answer": answer, "text": json.dumps(answer)}
+
+    return reread
 
 
 class AnswerCheck:

@@ -40,7 +40,7 @@ from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeConfig
 from memjudge.judges.panel import OVERRIDABLE
 from memjudge.judges.rubrics import Rubric, load_rubric
-from memjudge.scoring.answers import AnswerCheck
+from memjudge.scoring.answers import AnswerCheck, rereader
 from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.cost import estimate_tokens, job_cost_usd, price_usd
 from memjudge.scoring.online import OnlineRunner, RunStopped, Tally
@@ -329,7 +329,8 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
     try:
         # Reuse: this run directory's journal first, then the cache.
         journal, journal_lines = load_journal(out_dir / JOURNAL) if s.write else ({}, 0)
-        reuse_answers(tasks, journal, cache, sync_cache=not s.dry_run)
+        former_hits = reuse_answers(tasks, journal, cache, sync_cache=not s.dry_run, former_keys=plan.former_keys,
+                                    reread=rereader(judge))
         pending = plan.pending
 
         if s.dry_run:
@@ -382,7 +383,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         if s.write:
             # New answers were appended as they came; rewrite only when the journal holds
             # lines this job did not use (damaged, other settings) or lacks cache hits.
-            compact = summary.cached > 0 or journal_lines != summary.resumed
+            compact = summary.cached > 0 or journal_lines != summary.resumed or former_hits > 0
             kept = None
             if compact:
                 kept = {k: t.record for k, t in tasks.items() if t.record is not None}

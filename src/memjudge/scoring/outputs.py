@@ -182,7 +182,7 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
     config = {
         "memjudge_version": __version__,
         "command": argv,
-        "judge": {**judge.call_identity(rub.kind), "endpoint": judge.endpoint, "simulated": bool(judge.simulated),
+        "judge": {**judge.label_identity(rub.kind), "endpoint": judge.endpoint, "simulated": bool(judge.simulated),
                   "config": judge.config.model_dump(mode="json"), "effective": judge.effective() or None},
         "rubric": rub.describe(),
         "replicates": replicates,

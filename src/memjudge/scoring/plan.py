@@ -89,6 +89,8 @@ class Plan:
     # A deterministic judge's support replicates r > 0 read replicate 0's call (one call per item):
     # their rows say so in `replicate_of`.
     derived_replicates: bool = False
+    # call key -> the keys an earlier memjudge gave the same answer (Judge.former_call_identities)
+    former_keys: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[Task]:
@@ -104,6 +106,7 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
     derived = rub.kind == "support" and replicates > 1 and judge.deterministic
     plan = Plan(source_of=dict(zip(srcs["persona_id"], srcs["source"])), derived_replicates=derived)
     keys = KeyMaker(judge.call_identity(rub.kind), rub.cache_identity())
+    former = [KeyMaker(ident, rub.cache_identity()) for ident in judge.former_call_identities(rub.kind)]
     tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
     extras_cols = list(extra_names)
 
@@ -111,6 +114,8 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
         if key not in tasks:
             tasks[key] = Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item,
                                         fields=fields or {}))
+            if former:
+                plan.former_keys[key] = [k.keys(call_prompt, [r])[0] for k in former]
         return key
 
     if rub.kind == "support":

@@ -43,12 +43,17 @@ def load_journal(path: Path) -> tuple[dict[str, dict], int]:
     return out, lines
 
 
-def reuse_answers(tasks: dict[str, Task], journal: dict[str, dict], cache: AnswerCache | None, *, sync_cache: bool) -> None:
-    """Answer what can be answered without a request: the run's journal first, then the cache.
+def reuse_answers(tasks: dict[str, Task], journal: dict[str, dict], cache: AnswerCache | None, *, sync_cache: bool,
+                  former_keys: dict[str, list[str]] | None = None, reread=None) -> int:
+    """Answer what can be answered without a request: the run's journal first, then the cache;
+    each under the call's key, then under the keys an earlier memjudge gave the same answer
+    (`former_keys`). Returns how many answers were found under a former key only (with
+    `sync_cache` they are copied under their key now: the next run finds them directly).
 
     With `sync_cache`, every journal answer the cache lacks goes there first, pending work or
     not and whatever settings it was asked with: the journal may be rewritten at the end of
-    this run, and only then is that safe."""
+    this run, and only then is that safe. `reread(record, call)`, if given, restates each
+    reused answer under the judge's current settings (Judge.reread)."""
     if cache is not None and journal and sync_cache:
         unsaved = cache.missing(journal)
         if unsaved:
@@ -61,6 +66,35 @@ def reuse_answers(tasks: dict[str, Task], journal: dict[str, dict], cache: Answe
         missing = [k for k, t in tasks.items() if t.record is None]
         for key, rec in cache.get_many(missing).items():
             tasks[key].record, tasks[key].origin = rec, "cache"
+    found = _reuse_former(tasks, journal, cache, former_keys or {}, sync_cache) if former_keys else 0
+    if reread is not None:
+        for task in tasks.values():
+            if task.record is not None:
+                task.record = reread(task.record, task.call)
+    return found
+
+
+def _reuse_former(tasks: dict[str, Task], journal: dict[str, dict], cache: AnswerCache | None,
+                  former_keys: dict[str, list[str]], sync_cache: bool) -> int:
+    wanted = {key: former_keys[key] for key, t in tasks.items() if t.record is None and key in former_keys}
+    if not wanted:
+        return 0
+    olds = [old for keys in wanted.values() for old in keys]
+    stored = cache.get_many([old for old in olds if old not in journal]) if cache is not None else {}
+    found = {}
+    for key, keys in wanted.items():
+        for old in keys:
+            if old in journal:
+                tasks[key].record, tasks[key].origin = journal[old], "journal"
+            elif old in stored:
+                tasks[key].record, tasks[key].origin = stored[old], "cache"
+            else:
+                continue
+            found[key] = tasks[key].record
+            break
+    if cache is not None and sync_cache and found:
+        cache.set_many(found.items())
+    return len(found)
 
 
 def journal_text(records: dict[str, dict]) -> str:
