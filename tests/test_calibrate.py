@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from memjudge.errors import UsageError
-from memjudge.judges.panel import load_panel
+from memjudge.judges.panel import load_panel, write_threshold
 from memjudge.stats.thresholds import (
     auc,
     balanced_accuracy,
@@ -19,7 +19,6 @@ from memjudge.stats.thresholds import (
     calibrate,
     calibrate_scores,
     candidate_thresholds,
-    write_threshold,
 )
 
 

@@ -305,7 +305,7 @@ def test_calibrate_coverage_threshold_from_gold_coverage(tmp_path, cli):
     cfg = load_panel(panel)["local:qwen2.5-coder-1.5b"]
     assert cfg.options == {"coverage_threshold": cal["threshold"]}
     # A support calibration afterwards keeps it (and the other way round).
-    from memjudge.stats.thresholds import write_threshold
+    from memjudge.judges.panel import write_threshold
 
     write_threshold(panel, "local:qwen2.5-coder-1.5b", 0.25)
     assert load_panel(panel)["local:qwen2.5-coder-1.5b"].options == {"coverage_threshold": cal["threshold"], "threshold": 0.25}

@@ -476,8 +476,7 @@ def test_category_thresholds_option(judge_factory):
 
 
 def test_a_calibrated_panel_with_category_thresholds_reaches_the_judge(tmp_path, judge_factory):
-    from memjudge.judges.panel import load_panel
-    from memjudge.stats.thresholds import write_threshold
+    from memjudge.judges.panel import load_panel, write_threshold
 
     panel = tmp_path / "judges.toml"
     write_threshold(panel, f"local:{L.DEFAULT_MODEL}", -0.7, {"values": 0.3, "family life": -0.1})

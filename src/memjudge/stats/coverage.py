@@ -121,7 +121,7 @@ def calibrate_coverage_files(coverage, reference, judge: str, target: str = "bal
     """`memjudge calibrate --coverage`: coverage rows (paths or a DataFrame) against a reference
     map (path or DataFrame); with `panel`, the threshold is written as options.coverage_threshold."""
     from memjudge.formats import read_coverage
-    from memjudge.stats.thresholds import write_threshold
+    from memjudge.judges.panel import write_threshold
 
     judged = coverage if isinstance(coverage, pd.DataFrame) else read_coverage(coverage)
     ref = reference if isinstance(reference, pd.DataFrame) else read_coverage(reference)

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
 from memjudge._util.registry import CALIBRATION_TARGETS
-from memjudge.errors import InputError, UsageError
+from memjudge.errors import UsageError
 
 # ---------------------------------------------------------------------------------------
 # measures (arrays in, numbers out)
@@ -227,92 +226,15 @@ def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel
     cal = calibrate_scores(joined["judge_score"].astype(float), joined["gold"] == "supported", judge, target,
                            categories=joined["category"] if own else None, own=own)
     if panel is not None:
+        from memjudge.judges.panel import write_threshold
+
         write_threshold(panel, judge, cal.threshold, cal.category_thresholds)
         cal.panel = str(panel)
     return cal
 
 
-# ---------------------------------------------------------------------------------------
-# writing the panel file
-
-
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise UsageError(f"cannot write non-finite number {v!r} to a panel file")
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    if v is None:
-        raise UsageError("cannot write a null value to a panel file")
-    raise UsageError(f"cannot write {type(v).__name__} to a panel file")
-
-
-def _toml_key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(k)
-
-
-def dump_panel(tables: list[dict]) -> str:
-    out = ["# Judge panel (memjudge). Thresholds under [judge.options] were written by `memjudge calibrate`.", ""]
-    for table in tables:
-        out.append("[[judge]]")
-        nested = {k: v for k, v in table.items() if isinstance(v, dict)}
-        for k, v in table.items():
-            if k not in nested:
-                out.append(f"{_toml_key(k)} = {_toml_value(v)}")
-        for name, sub in nested.items():
-            out.append(f"[judge.{_toml_key(name)}]")
-            for k, v in sub.items():
-                out.append(f"{_toml_key(k)} = {_toml_value(v)}")
-        out.append("")
-    return "\n".join(out)
-
-
-def write_threshold(panel, spec: str, threshold: float, category_thresholds: dict[str, float] | None = None, *,
-                    key: str = "threshold") -> None:
-    """Create the panel or update its `[[judge]]` for `spec` with options.threshold (and
-    options.category_thresholds, replaced or removed: a calibration decides them all), keeping
-    every other judge and setting. The result is re-read with the panel loader before replacing the file.
-    `key` "coverage_threshold" writes that option alone (a coverage calibration)."""
-    from memjudge._util.files import write_atomic
-    from memjudge.formats import read_toml
-    from memjudge.judges.panel import load_panel
-
-    path = Path(panel)
-    tables: list[dict] = []
-    if path.exists():
-        load_panel(path)  # a broken panel is reported, never overwritten
-        tables = read_toml(path).get("judge", [])
-    new: dict[str, float | dict[str, float]] = {key: float(threshold)}
-    if category_thresholds:
-        new["category_thresholds"] = {str(c): float(t) for c, t in category_thresholds.items()}
-    for table in tables:
-        if table.get("spec") == spec:
-            options = table.setdefault("options", {})
-            if key == "threshold":
-                options.pop("category_thresholds", None)
-            options.update(new)
-            break
-    else:
-        tables.append({"spec": spec, "options": new})
-    text = dump_panel(tables)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:  # re-read before it replaces the panel: a failed check leaves the old file
-        write_atomic(path, text, check=load_panel)
-    except InputError as e:  # pragma: no cover - dump_panel writes only what load_panel reads
-        raise UsageError(f"{path}: could not write a valid panel ({e})") from None
-
-
 __all__ = [
     "Calibration", "TARGETS", "accuracy", "auc", "balanced_accuracy", "best_threshold", "calibrate",
-    "calibrate_scores", "candidate_thresholds", "dump_panel", "join_gold", "write_threshold",
+    "calibrate_scores", "candidate_thresholds", "join_gold",
 ]
 
