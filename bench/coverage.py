@@ -1,16 +1,20 @@
 """Benchmark of the embedded judge's coverage (the per-fact rubric) against the simulated map.
 
-    python bench/coverage.py scores dev     --personas 3 --facts 8   # the tuning corpus (seed 11), resumable
-    python bench/coverage.py scores heldout --personas 3 --facts 8   # the held-out corpus (seed 90210)
-    python bench/coverage.py quality                                 # the figures -> bench/results/coverage.txt
+    python bench/coverage.py scores dev     --personas 3 --facts 100  # the tuning corpus (seed 11), resumable
+    python bench/coverage.py scores heldout --personas 3 --facts 100  # the held-out corpus (seed 90210)
+    python bench/coverage.py scores demo    --personas 2 --facts 100  # the demo's own corpus (seed 0)
+    python bench/coverage.py quality                                  # the figures -> bench/results/coverage.txt
+
+`--facts 100` takes every fact: the construction maps then leave 15% of them uncovered, which the
+first 8 facts of a persona (an earlier run) never were, so a judge that over-covers shows.
 
 `scores` runs `memjudge score --rubric coverage-fact --judge local:qwen2.5-coder-1.5b` on the first
 `--facts` reference facts of the first `--personas` personas of a generated corpus (the demo's
 shape: paper preset, 25 candidates per persona) and saves the coverage rows, with every
 candidate's log-odds, under bench/results/coverage_scores_<set>.jsonl (plus wall and CPU seconds,
 threads and load), so the figures never re-run the model. `quality` chooses the coverage threshold
-on dev (`memjudge calibrate --coverage`'s search, balanced accuracy) and reports on heldout, at that
-threshold and at the packaged one: pair and fact agreement and Cohen's κ with the construction map
+on dev (`memjudge calibrate --coverage`'s search, balanced accuracy) and reports on heldout and demo, at
+that threshold, the packaged one and the former packaged one: pair and fact agreement and Cohen's κ with the construction map
 (κ checked against sklearn's cohen_kappa_score), per candidate category, AUC of the reads, and the
 effect on the post-threshold coverage estimate: Table 1 (write-all, global, targeted) computed
 with the construction truth's support labels twice, once over the construction map and once over
@@ -32,7 +36,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 JUDGE = "local:qwen2.5-coder-1.5b"
-SEEDS = {"dev": 11, "heldout": 90210}
+# dev chooses the threshold; heldout and demo (the demo's own corpus, seed 0) only report it
+SEEDS = {"dev": 11, "heldout": 90210, "demo": 0}
 SCALE = {"corpus": {"candidates": 25 * 100, "personas": 100}}
 
 
@@ -102,23 +107,41 @@ def table1(c, coverage: pd.DataFrame, personas: list[str], facts: pd.DataFrame) 
 
 
 def cmd_quality(args) -> None:
-    from sklearn.metrics import cohen_kappa_score, roc_auc_score
-
     from memjudge.judges.local_weights import PACKAGED
-    from memjudge.stats.coverage import coverage_agreement, coverage_calibration, coverage_pairs
+    from memjudge.stats.coverage import coverage_calibration
 
     lines = []
     say = lines.append
     dev_meta, dev = load_scores("dev")
     cdev = corpus("dev", dev_meta["personas"])
+    rate = coverage_calibration(dev, cdev.coverage, JUDGE, "coverage_rate")
     cal = coverage_calibration(dev, cdev.coverage, JUDGE, "balanced_accuracy")
     packaged = PACKAGED["qwen2.5-coder-1.5b"].coverage_threshold
     say("Embedded judge's coverage (per-fact rubric coverage-fact, k = 5; one yes/no read per fact and candidate)")
-    say(f"tuning set dev (seed {dev_meta['seed']}): {dev_meta['facts']} facts of {dev_meta['personas']} personas; "
-        f"threshold chosen there (balanced accuracy on pairs): {cal.threshold:+.3f} (bal. acc {cal.balanced_accuracy:.3f}, "
-        f"AUC {cal.auc:.3f}, {cal.n} reads); packaged {packaged:+.3f}")
-    meta, held = load_scores("heldout")
-    c = corpus("heldout", meta["personas"])
+    say(f"tuning set dev (seed {dev_meta['seed']}): {dev_meta['facts']} facts of {dev_meta['personas']} personas "
+        f"({100 * rate.n_supported / rate.n:.1f}% covered by the map); thresholds chosen there by `memjudge calibrate "
+        f"--coverage`: --target coverage_rate {rate.threshold:+.3f} (the judge covers {100 * rate.target_value:.1f}% of the "
+        f"facts), --target balanced_accuracy (pairs) {cal.threshold:+.3f} (bal. acc {cal.balanced_accuracy:.3f}, AUC "
+        f"{cal.auc:.3f}, {cal.n} reads); packaged {packaged:+.3f}")
+    thresholds = [("dev, coverage_rate", rate.threshold), ("dev, balanced accuracy on pairs", cal.threshold),
+                  ("packaged", packaged)]
+    thresholds += [("packaged until 2026-12", t) for t in PACKAGED["qwen2.5-coder-1.5b"].former_coverage_thresholds]
+    for name in ("heldout", "demo"):
+        if scores_path(name).is_file():
+            report_set(name, thresholds, say)
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    (RESULTS / "coverage.txt").write_text(text)
+
+
+def report_set(name: str, thresholds: list[tuple[str, float]], say) -> None:
+    """One evaluation set's figures at each threshold (the set never chose any of them)."""
+    from sklearn.metrics import cohen_kappa_score, roc_auc_score
+
+    from memjudge.stats.coverage import coverage_agreement, coverage_pairs
+
+    meta, held = load_scores(name)
+    c = corpus(name, meta["personas"])
     judged_facts = held[["persona_id", "fact_id"]]
     personas = sorted(held["persona_id"].unique())
     ref = c.coverage
@@ -128,7 +151,7 @@ def cmd_quality(args) -> None:
         for a, v in sc.items():
             s.append(v)
             y.append(a in truth[(p, f)])
-    say(f"held-out set (seed {meta['seed']}): {meta['facts']} facts of {meta['personas']} personas, {len(s)} reads; "
+    say(f"\n{name} set (seed {meta['seed']}): {meta['facts']} facts of {meta['personas']} personas, {len(s)} reads; "
         f"AUC of the reads {roc_auc_score(y, s):.3f}")
     say(f"speed: {meta['requested']} facts in {meta['wall_s']:.0f} s wall ({60 * meta['requested'] / meta['wall_s']:.1f} "
         f"facts/min), {meta['cpu_s']:.0f} s CPU, {meta['threads']} threads, load {meta['load_start']:.1f} -> "
@@ -138,13 +161,13 @@ def cmd_quality(args) -> None:
     base = table1(c, ref, personas, judged_facts)
     say(f"Table 1 coverage over the construction map (these facts): write-all {100 * base['write_all']:.1f}%, "
         f"global {100 * base['global']:.1f}%, targeted {100 * base['targeted']:.1f}%")
-    for name, t in (("calibrated on dev", cal.threshold), ("packaged", packaged)):
+    for label, t in thresholds:
         rows = relabel(held, t)
         ag = coverage_agreement(rows, ref, c.candidates)
         pairs, _ = coverage_pairs(rows, ref, c.candidates)
         sk = cohen_kappa_score(pairs["judge"].astype(int), pairs["reference"].astype(int))
         assert abs(sk - ag["pairs"]["cohen_kappa"]) < 1e-12, (sk, ag["pairs"]["cohen_kappa"])
-        say(f"threshold {t:+.3f} ({name}): pairs agreement {100 * ag['pairs']['percent_agreement']:.1f}%, κ "
+        say(f"threshold {t:+.3f} ({label}): pairs agreement {100 * ag['pairs']['percent_agreement']:.1f}%, κ "
             f"{ag['pairs']['cohen_kappa']:.3f} (sklearn {sk:.3f}), positive agreement {ag['pairs']['positive_agreement']:.3f}; "
             f"facts agreement {100 * ag['facts']['percent_agreement']:.1f}%, κ {ag['facts']['cohen_kappa']:.3f}; coverage "
             f"rate judge {100 * ag['coverage_rate']['judge']:.1f}% vs map {100 * ag['coverage_rate']['reference']:.1f}%")
@@ -154,9 +177,6 @@ def cmd_quality(args) -> None:
         est = table1(c, rows, personas, judged_facts)
         say("    Table 1 coverage over the judge's labels: " + ", ".join(
             f"{p} {100 * est[p]:.1f}% ({100 * (est[p] - base[p]):+.1f} points)" for p in ("write_all", "global", "targeted")))
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    (RESULTS / "coverage.txt").write_text(text)
 
 
 def main(argv=None) -> int:

@@ -314,3 +314,36 @@ def test_calibrate_coverage_threshold_from_gold_coverage(tmp_path, cli):
     plain.write_text(json.dumps({"persona_id": "p1", "fact_id": "f1", "covered_by": ["a1"], "judge": "x"}) + "\n")
     r = cli("calibrate", plain, "--coverage", "--gold", ref, "--judge", "x", "--panel", panel)
     assert r.returncode == 2 and "no candidate_scores" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_calibrate_coverage_rate_matches_the_share_of_facts_covered(tmp_path, cli):
+    """--target coverage_rate: the threshold at which the judge covers as many facts as the
+    reference does (a fact is covered when its best candidate's read reaches the threshold).
+    Hand-worked: best reads 2.0, 1.0, 0.5, -1.0 (and a fact shown no candidate); the reference
+    covers 2 of 5 facts. The candidate cuts -2, -0.25, 0.75, 1.5, 3 cover 4, 3, 2, 1, 0 facts:
+    only 0.75 covers 2."""
+    from memjudge.judges.panel import load_panel
+
+    judge = "local:qwen2.5-coder-1.5b"
+    best = {"f1": 2.0, "f2": 1.0, "f3": 0.5, "f4": -1.0}
+    rows = [{"persona_id": "p1", "fact_id": f, "covered_by": [], "judge": judge, "replicate": 0,
+             "candidate_scores": {"a1": s, "a2": s - 3.0}} for f, s in best.items()]
+    rows.append({"persona_id": "p1", "fact_id": "f5", "covered_by": [], "judge": judge, "replicate": 0, "candidate_scores": {}})
+    judged = tmp_path / "coverage.jsonl"
+    judged.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ref = tmp_path / "gold_coverage.jsonl"
+    covered = {"f1": ["a1"], "f2": [], "f3": ["a1"], "f4": [], "f5": []}
+    ref.write_text("".join(json.dumps({"persona_id": "p1", "fact_id": f, "covered_by": c}) + "\n" for f, c in covered.items()))
+    panel = tmp_path / "judges.toml"
+    r = cli("calibrate", judged, "--coverage", "--target", "coverage_rate", "--gold", ref, "--judge", judge,
+            "--panel", panel, "--json")
+    assert r.returncode == 0, r.stderr
+    cal = json.loads(r.stdout)
+    assert cal["target"] == "coverage_rate" and cal["threshold"] == pytest.approx(0.75)
+    assert cal["n"] == 5 and cal["n_supported"] == 2 and cal["target_value"] == pytest.approx(0.4)
+    # facts f1, f2 covered by the judge; f1, f3 by the reference: 3 of 5 agree
+    assert cal["accuracy"] == pytest.approx(0.6) and cal["balanced_accuracy"] == pytest.approx((0.5 + 2 / 3) / 2)
+    assert load_panel(panel)[judge].options == {"coverage_threshold": cal["threshold"]}
+    # Without --coverage the target is a usage error (it is a rate of facts).
+    r = cli("calibrate", judged, "--target", "coverage_rate", "--gold", ref, "--judge", judge, "--panel", panel)
+    assert r.returncode == 2 and "--coverage" in r.stderr and len(r.stderr.strip().splitlines()) == 1

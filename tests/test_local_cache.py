@@ -152,10 +152,17 @@ def test_coverage_answers_reread_at_another_coverage_threshold(model, tmp_path):
         return score_run(cands, srcs, _judge(**options), rubric="coverage-fact", facts=FACTS, out=tmp_path / str(options),
                          cache_dir=cache, progress=False)
 
+    # Cached at the packaged coverage threshold of the time (0.0); read now at today's packaged one.
     same = cover()
     assert model.calls == 0 and same.summary.requested == 0 and same.summary.cached == 2
+    packaged = L.PACKAGED[L.DEFAULT_MODEL]
+    assert 0.0 in packaged.former_coverage_thresholds and packaged.coverage_threshold != 0.0
+    config = json.loads((tmp_path / "{}" / "config.json").read_text())
+    assert config["judge"]["coverage"]["threshold"] == packaged.coverage_threshold
     before = pd.read_json(V1 / "coverage.coverage.jsonl", lines=True)
     assert [sorted(x) for x in same.coverage.covered_by] == [sorted(x) for x in before.covered_by] == [["a1"], []]
+    high = cover(coverage_threshold=1.6)  # a1's 1.5 falls below it
+    assert model.calls == 0 and [list(x) for x in high.coverage.covered_by] == [[], []]
     low = cover(coverage_threshold=-2.5)
     assert model.calls == 0 and low.summary.requested == 0
     assert [sorted(x) for x in low.coverage.covered_by] == [["a1", "a2", "a3", "a4"]] * 2

@@ -280,6 +280,8 @@ def cmd_calibrate(args) -> int:
     from memjudge.formats import dumps
     from memjudge.stats.thresholds import calibrate
 
+    if args.target == "coverage_rate" and not args.coverage:
+        raise UsageError("--target coverage_rate matches the share of reference facts covered: it needs --coverage")
     if args.coverage:
         from memjudge.stats.coverage import calibrate_coverage_files
 

@@ -74,7 +74,8 @@ STRICT_BINARY_HELP = ("a verdict other than supported/unsupported (e.g. partial)
 
 
 def _targets_help() -> str:
-    return ", ".join(f"{t} (default)" if t == registry.DEFAULT_CALIBRATION_TARGET else t for t in registry.CALIBRATION_TARGETS)
+    return ", ".join(f"{t} (default)" if t == registry.DEFAULT_CALIBRATION_TARGET else t for t in registry.CALIBRATION_TARGETS) \
+        + "; with --coverage also coverage_rate (the share of facts covered equals the reference's)"
 
 
 def build_parser() -> argparse.ArgumentParser:

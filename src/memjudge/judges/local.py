@@ -565,8 +565,12 @@ class LocalJudge(Judge):
 
     def former_call_identities(self, kind: str) -> list[dict[str, Any]]:
         """Until 2026-12 the cache keys held the thresholds (`label_identity`): an answer
-        stored then is still found, at the thresholds it was stored at."""
-        return [self.label_identity(kind)]
+        stored then is still found, at the thresholds it was stored at, and a coverage answer
+        stored at an earlier packaged coverage threshold while the option is left at its default."""
+        former = [self.label_identity(kind)]
+        if kind == "coverage" and self.packaged is not None and "coverage_threshold" not in self.config.options:
+            former += [self._call_identity(kind, self.identity(), t) for t in self.packaged.former_coverage_thresholds]
+        return former
 
     def _call_identity(self, kind: str, ident: dict[str, Any], coverage_threshold: float | None) -> dict[str, Any]:
         if kind == "coverage":

@@ -26,7 +26,15 @@ import pandas as pd
 
 from memjudge.errors import UsageError
 from memjudge.stats.agreement import pair_coefficients
-from memjudge.stats.thresholds import TARGETS, Calibration, calibrate_scores
+from memjudge.stats.thresholds import (
+    TARGETS,
+    Calibration,
+    accuracy,
+    auc,
+    balanced_accuracy,
+    calibrate_scores,
+    candidate_thresholds,
+)
 
 
 def _covered(frame: pd.DataFrame, replicate: int | None) -> pd.DataFrame:
@@ -94,9 +102,14 @@ def coverage_calibration(judged: pd.DataFrame, reference: pd.DataFrame, judge: s
                          replicate: int | None = 0) -> Calibration:
     """The coverage threshold on the judge's per-candidate scores (`candidate_scores` of its
     per-fact coverage rows) that best matches the reference map: a candidate the reference lists
-    for the fact is the positive class. Only the candidates the judge read count."""
-    if target not in TARGETS:
-        raise UsageError(f"unknown calibration target {target!r} (known: {', '.join(TARGETS)})")
+    for the fact is the positive class. Only the candidates the judge read count.
+
+    Target "coverage_rate" matches facts instead (what Table 1's estimated coverage counts): the
+    threshold at which the share of facts the judge covers (its best candidate's read at or above
+    it) equals the reference's share, the centre of the run of thresholds closest to it; the
+    figures are then the facts' (n facts; "supported" = covered by the reference)."""
+    if target not in COVERAGE_TARGETS:
+        raise UsageError(f"unknown coverage calibration target {target!r} (known: {', '.join(COVERAGE_TARGETS)})")
     if "candidate_scores" not in judged.columns:
         raise UsageError("the coverage rows have no candidate_scores column: this judge gives no coverage score to calibrate")
     sel = judged[judged["judge"] == judge] if "judge" in judged.columns else judged
@@ -105,16 +118,43 @@ def coverage_calibration(judged: pd.DataFrame, reference: pd.DataFrame, judge: s
     sel = _covered(sel, replicate)
     r = _covered(reference, None)
     ref_map = {(p, f): set(c or []) for p, f, c in zip(r["persona_id"].astype(str), r["fact_id"].astype(str), r["covered_by"])}
-    scores, positive = [], []
+    scores, positive, fact_best, fact_covered = [], [], [], []
     for p, f, sc in zip(sel["persona_id"].astype(str), sel["fact_id"].astype(str), sel["candidate_scores"]):
         if not isinstance(sc, dict) or (p, f) not in ref_map:
             continue
         for a, s in sc.items():
             scores.append(float(s))
             positive.append(a in ref_map[(p, f)])
+        # a fact shown no candidate is covered at no threshold
+        fact_best.append(max(map(float, sc.values())) if sc else -np.inf)
+        fact_covered.append(bool(ref_map[(p, f)]))
     if not scores:
         raise UsageError(f"no fact of judge {judge!r} has candidate scores and a reference entry")
+    if target == "coverage_rate":
+        return _rate_calibration(np.array(fact_best), np.array(fact_covered), judge)
     return calibrate_scores(scores, positive, judge, target)
+
+
+# memjudge calibrate --coverage --target: the support targets (on pairs), and the facts' rate
+COVERAGE_TARGETS = (*TARGETS, "coverage_rate")
+
+
+def _rate_calibration(best: np.ndarray, covered: np.ndarray, judge: str) -> Calibration:
+    finite = best[np.isfinite(best)]
+    thresholds = candidate_thresholds(finite)
+    rates = (best[None, :] >= thresholds[:, None]).mean(axis=1)
+    gap = np.abs(rates - covered.mean())
+    tied = np.flatnonzero(np.isclose(gap, gap.min(), rtol=0, atol=1e-12))
+    run_end = tied[0]  # the centre of the first contiguous run of closest thresholds
+    while run_end + 1 < gap.size and np.isclose(gap[run_end + 1], gap.min(), rtol=0, atol=1e-12):
+        run_end += 1
+    t = float(thresholds[(tied[0] + run_end) // 2])
+    return Calibration(
+        judge=judge, target="coverage_rate", threshold=t, target_value=float((best >= t).mean()), n=int(best.size),
+        n_supported=int(covered.sum()), n_unsupported=int((~covered).sum()),
+        balanced_accuracy=balanced_accuracy(best, covered, t), accuracy=accuracy(best, covered, t),
+        auc=auc(np.where(np.isfinite(best), best, finite.min() - 1.0 if finite.size else 0.0), covered),
+    )
 
 
 def calibrate_coverage_files(coverage, reference, judge: str, target: str = "balanced_accuracy", panel=None) -> Calibration:
@@ -132,4 +172,4 @@ def calibrate_coverage_files(coverage, reference, judge: str, target: str = "bal
     return cal
 
 
-__all__ = ["calibrate_coverage_files", "coverage_agreement", "coverage_calibration", "coverage_pairs"]
+__all__ = ["COVERAGE_TARGETS", "calibrate_coverage_files", "coverage_agreement", "coverage_calibration", "coverage_pairs"]
