@@ -10,7 +10,8 @@ Contract:
   sources).
 - personas: each run's support rate over the personas common to both (personas in one run only
   are listed and left out of every paired figure), and NEW − BASE with a persona-cluster
-  bootstrap interval, the common personas resampled jointly (`memjudge.diff.paired`).
+  bootstrap interval, the common personas resampled jointly (`memjudge.diff.paired`; the
+  expanded percentile interval, `memjudge.stats.bootstrap.interval`).
 - items: the item-paired difference over the items both runs judged validly (resampled by
   persona too), McNemar's exact test of the discordant pairs, and the items whose verdict
   changed.
