@@ -87,7 +87,9 @@ def test_hand_worked_personas_mode_with_personas_in_one_run_only():
 
 def test_interval_is_the_joint_persona_bootstrap_of_ratios_of_sums():
     """Reference: a plain loop over the same resamples (persona rows of W), summing each run's
-    supported and valid counts over the drawn personas."""
+    supported and valid counts over the drawn personas, and the percentiles at Hesterberg's
+    expanded level for n personas: each tail Φ(−√(n/(n−1))·t_{n−1}(0.975)) instead of 2.5%."""
+    from scipy.stats import norm, t
     rng = np.random.default_rng(3)
     base, new = draw_pair(rng, n_personas=12, mean_items=8)
     B, seed = 300, 5
@@ -105,10 +107,70 @@ def test_interval_is_the_joint_persona_bootstrap_of_ratios_of_sums():
         rb = (row * pb["s"]).sum() / (row * pb["v"]).sum()
         rn = (row * pn["s"]).sum() / (row * pn["v"]).sum()
         reps.append(rn - rb)
-    lo, hi = np.percentile(reps, [2.5, 97.5])
+    n = len(personas)
+    tail = norm.cdf(-np.sqrt(n / (n - 1)) * t.ppf(0.975, n - 1))
+    assert 0.010 < tail < 0.020          # 12 personas: a visibly wider interval than the 2.5% tails
+    lo, hi = np.percentile(reps, [100 * tail, 100 * (1 - tail)])
     assert r.overall.difference.lo == pytest.approx(lo, abs=1e-12)
     assert r.overall.difference.hi == pytest.approx(hi, abs=1e-12)
     assert r.overall.difference.value == pytest.approx(pn["s"].sum() / pn["v"].sum() - pb["s"].sum() / pb["v"].sum())
+
+
+def test_a_category_absent_from_some_resamples_and_one_never_rated():
+    """A category only two personas have is undefined in the resamples that draw neither: those
+    are left out, and the interval is the expanded percentile of the rest (reference loop). A
+    category with no valid BASE verdict has no rate, no difference and no interval (null in JSON),
+    and the gate cannot show a drop from it."""
+    from scipy.stats import norm, t
+
+    rng = np.random.default_rng(8)
+    base, new = draw_pair(rng, n_personas=15, mean_items=10)
+    extra = []
+    for tag in ("b", "n"):
+        v = ["supported", "unsupported", "supported"] if tag == "b" else ["supported", "supported", "supported"]
+        extra.append(pd.DataFrame({"assertion_id": [f"{tag}rare{i}" for i in range(3)],
+                                   "persona_id": ["p000", "p000", "p001"], "category": "rare", "judge": "sim:j",
+                                   "rubric": "support", "replicate": 0, "verdict": pd.Series(v, dtype=object)}))
+    extra.append(pd.DataFrame({"assertion_id": ["bnull0", "bnull1"], "persona_id": ["p002", "p003"],
+                               "category": "unrated", "judge": "sim:j", "rubric": "support", "replicate": 0,
+                               "verdict": pd.Series([None, None], dtype=object)}))
+    extra.append(pd.DataFrame({"assertion_id": ["nnull0"], "persona_id": ["p002"], "category": "unrated",
+                               "judge": "sim:j", "rubric": "support", "replicate": 0,
+                               "verdict": pd.Series(["supported"], dtype=object)}))
+    base = pd.concat([base, extra[0], extra[2]], ignore_index=True)
+    new = pd.concat([new, extra[1], extra[3]], ignore_index=True)
+    B, seed = 2000, 4
+    r = diff_labels(base, new, by="category", B=B, seed=seed)
+    personas = sorted(set(base["persona_id"]))
+    W = cluster_weights(len(personas), B, seed)
+    i0, i1 = personas.index("p000"), personas.index("p001")
+    reps = []
+    for row in W:
+        if row[i0] + row[i1] == 0:
+            continue                                      # neither persona drawn: no rate in this resample
+        rb = (2 * row[i0] * 0.5 + row[i1]) / (2 * row[i0] + row[i1])
+        reps.append(1.0 - rb)                             # NEW supports all three
+    assert 0 < B - len(reps) < 0.3 * B                    # some resamples do lack the category
+    n = len(personas)
+    tail = norm.cdf(-np.sqrt(n / (n - 1)) * t.ppf(0.975, n - 1))
+    rare = r.by_category["rare"].difference
+    assert rare.value == pytest.approx(1 - 2 / 3)
+    assert (rare.lo, rare.hi) == pytest.approx(tuple(np.percentile(reps, [100 * tail, 100 * (1 - tail)])), abs=1e-12)
+    unrated = r.by_category["unrated"]
+    assert unrated.base.value is None and unrated.base.lo is None and unrated.new.value == pytest.approx(1.0)
+    assert unrated.difference.value is None and unrated.difference.lo is None and unrated.difference.hi is None
+    assert r.to_dict()["by_category"]["unrated"]["difference"] == {"value": None, "lo": None, "hi": None, "n": n}
+    assert not apply_gate(r, fail_if_worse=0.0, categories=["unrated"]).gate.failed
+
+
+def test_one_common_persona_gives_figures_without_intervals():
+    base, new = draw_pair(np.random.default_rng(9), n_personas=1, mean_items=20)
+    r = diff_labels(base, new, by="category", B=200)
+    assert r.personas_common == 1 and any("fewer than 2 common personas: no interval" in n for n in r.notes)
+    assert r.overall.difference.value is not None and not r.overall.difference.estimate.has_interval
+    assert r.draws is None
+    g = apply_gate(r, fail_if_worse=0.0, require_noninferior=0.02).gate
+    assert g.failed and "no interval" in g.reason          # non-inferiority cannot be shown without one
 
 
 def test_interval_width_matches_the_cluster_robust_delta_method():

@@ -10,7 +10,8 @@ Contract:
   sources).
 - personas: each run's support rate over the personas common to both (personas in one run only
   are listed and left out of every paired figure), and NEW − BASE with a persona-cluster
-  bootstrap interval, the common personas resampled jointly (`memjudge.diff.paired`).
+  bootstrap interval, the common personas resampled jointly (`memjudge.diff.paired`; the
+  expanded percentile interval, `memjudge.stats.bootstrap.interval`).
 - items: the item-paired difference over the items both runs judged validly (resampled by
   persona too), McNemar's exact test of the discordant pairs, and the items whose verdict
   changed.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from memjudge.diff.paired import difference_draws, mcnemar_exact, paired_ppi, paired_ratios
+from memjudge.diff.paired import PairedDraws, mcnemar_exact, paired_draws, paired_ppi
 from memjudge.diff.result import Changed, Counts, DiffResult, Figure, GoldDiff, JudgeDiff, McNemar, Triple
 from memjudge.errors import InputError, UsageError
 
@@ -91,12 +92,15 @@ def _sums(pcode: np.ndarray, ccode: np.ndarray, values: np.ndarray, n_p: int, n_
     return np.column_stack([per_cat.sum(1), per_cat])
 
 
-def _triples(num_b, den_b, num_n, den_n, W, level, n_diff: int, n_base=None, n_new=None) -> list[Triple]:
-    b, n, d = paired_ratios(num_b, den_b, num_n, den_n, W, level)
+def _triples(num_b, den_b, num_n, den_n, W, level, n_diff: int, n_base=None, n_new=None
+             ) -> tuple[list[Triple], PairedDraws]:
+    """The figures of each group, and the resampled ratios they came from (for the gate)."""
+    draws = paired_draws(num_b, den_b, num_n, den_n, W)
+    b, n, d = draws.estimates(level)
     n_base = den_b.sum(0) if n_base is None else n_base
     n_new = den_n.sum(0) if n_new is None else n_new
     return [Triple(Figure.of(b[g], n_base[g]), Figure.of(n[g], n_new[g]), Figure.of(d[g], n_diff))
-            for g in range(len(b))]
+            for g in range(len(b))], draws
 
 
 class _Layout:
@@ -121,17 +125,17 @@ def _personas_figures(ib, in_, lay: _Layout, W, level) -> tuple[list[Triple], Co
     den_b, num_b = lay.sums(ib, ib["valid"]), lay.sums(ib, ib["sup"])
     den_n, num_n = lay.sums(in_, in_["valid"]), lay.sums(in_, in_["sup"])
     P = len(lay.personas)
-    triples = _triples(num_b, den_b, num_n, den_n, W, level, P)
+    triples, draws = _triples(num_b, den_b, num_n, den_n, W, level, P)
     cand_b, cand_n = lay.sums(ib, np.ones(len(ib))), lay.sums(in_, np.ones(len(in_)))
     ones = np.ones((P, 1))
     per_persona = _triples(cand_b[:, :1], ones, cand_n[:, :1], ones, W, level, P,
-                           n_base=cand_b[:, :1].sum(0), n_new=cand_n[:, :1].sum(0))[0]
+                           n_base=cand_b[:, :1].sum(0), n_new=cand_n[:, :1].sum(0))[0][0]
     counts = Counts(candidates={"base": len(ib), "new": len(in_)},
                     null_verdicts={"base": int((~ib["valid"]).sum()), "new": int((~in_["valid"]).sum())},
                     per_persona=per_persona,
                     by_category={c: {"base": int(cand_b[:, 1 + i].sum()), "new": int(cand_n[:, 1 + i].sum())}
                                  for i, c in enumerate(lay.categories)})
-    return triples, counts, difference_draws(num_b, den_b, num_n, den_n, W)
+    return triples, counts, draws.reps_difference
 
 
 def _paired_items(ib: pd.DataFrame, in_: pd.DataFrame) -> pd.DataFrame:
@@ -145,14 +149,13 @@ def _items_figures(pairs: pd.DataFrame, lay: _Layout, W, level) -> tuple[list[Tr
     den = lay.sums(pairs, ok)
     num_b = lay.sums(pairs, pairs["sup_b"].to_numpy() & ok)
     num_n = lay.sums(pairs, pairs["sup_n"].to_numpy() & ok)
-    triples = _triples(num_b, den, num_n, den, W, level, int(ok.sum()))
+    triples, draws = _triples(num_b, den, num_n, den, W, level, int(ok.sum()))
     # the difference counts paired items; each category's its own
     triples = [Triple(t.base, t.new, Figure(t.difference.value, t.difference.lo, t.difference.hi, int(den[:, g].sum())))
                for g, t in enumerate(triples)]
     sb, sn = pairs["sup_b"].to_numpy() & ok, pairs["sup_n"].to_numpy() & ok
     b, c = int((sb & ~sn).sum()), int((~sb & sn).sum())
-    return triples, McNemar(b=b, c=c, p_value=mcnemar_exact(b, c), pairs=int(ok.sum())), \
-        difference_draws(num_b, den, num_n, den, W)
+    return triples, McNemar(b=b, c=c, p_value=mcnemar_exact(b, c), pairs=int(ok.sum())), draws.reps_difference
 
 
 def _changed(pairs: pd.DataFrame) -> list[Changed]:
@@ -200,7 +203,7 @@ def _gold_accuracy(gold_y: pd.Series, pairs: pd.DataFrame, lay: _Layout, W, leve
     den = lay.sums(pairs, g)
     num_b = lay.sums(pairs, g & (pairs["sup_b"].to_numpy() == y))
     num_n = lay.sums(pairs, g & (pairs["sup_n"].to_numpy() == y))
-    t = _triples(num_b, den, num_n, den, W, level, int(g.sum()))
+    t, _ = _triples(num_b, den, num_n, den, W, level, int(g.sum()))
     return GoldDiff(method="accuracy", n_gold={"base": int(g.sum()), "new": int(g.sum())}, overall=t[0],
                     by_category=dict(zip(lay.categories, t[1:])))
 
@@ -233,7 +236,7 @@ def _coverage(cov_b, cov_n, judge_b, judge_n, lay: _Layout, W, level, notes) -> 
     n = per_persona(cov_n, judge_n, "NEW")
     if b is None or n is None:
         return None
-    return _triples(b[0], b[1], n[0], n[1], W, level, len(lay.personas))[0]
+    return _triples(b[0], b[1], n[0], n[1], W, level, len(lay.personas))[0][0]
 
 
 def _table1(cmp_b: dict | None, cmp_n: dict | None) -> dict | None:

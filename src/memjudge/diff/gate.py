@@ -56,7 +56,7 @@ def _family(result: DiffResult, figs: list[tuple[str, Triple]]) -> list[tuple[st
         return figs
     cats = list(result.by_category)
     cols = [0 if name == "overall" else 1 + cats.index(name.removeprefix("category ")) for name, _ in figs]
-    lo, hi = simultaneous_bounds(result.draws[:, cols], result.level, k)
+    lo, hi = simultaneous_bounds(result.draws[:, cols], result.level, k, result.personas_common)
     out = []
     for (name, t), a, b in zip(figs, lo, hi):
         d = t.difference

@@ -64,7 +64,8 @@ def _header(result: DiffResult) -> list[str]:
              f"  BASE {result.base_run or '-'}  NEW {result.new_run or '-'}",
              f"  {result.personas_common:,} common personas; {len(result.personas_only_base):,} only in BASE, "
              f"{len(result.personas_only_new):,} only in NEW (left out); {int(round(100 * result.level))}% intervals: "
-             f"persona-cluster bootstrap, common personas resampled jointly (B = {result.B:,}, seed {result.seed})"]
+             f"persona-cluster bootstrap (expanded percentile), common personas resampled jointly (B = {result.B:,}, "
+             f"seed {result.seed})"]
     return lines
 
 
