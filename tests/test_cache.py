@@ -282,3 +282,50 @@ def test_keymaker_equals_cache_key_and_pins_the_keys_of_existing_caches():
     km = KeyMaker(ident, real.cache_identity())
     p = real.render_support(source="I moved to Zurich.", assertion="lives in Zurich", category="location")
     assert km.keys(p, range(3)) == [cache_key(ident, real.cache_identity(), p, r) for r in range(3)]
+
+
+def test_the_planned_keys_of_a_fixed_run_are_those_of_existing_caches():
+    """The keys plan_calls gives a fixed run (an OpenAI-compatible judge, support and both
+    coverage rubrics, two replicates, prompts with quotes, line separators, template syntax and
+    emoji): any change to rendering, canonical JSON or hashing that moved one of them would make
+    every answer of an existing cache a miss, paid again. The literals were written by main at
+    4de27df, before the cached rerun was made faster (issue 36)."""
+    import pandas as pd
+
+    from memjudge.judges import make_judge
+    from memjudge.scoring.plan import plan_calls
+
+    cands = pd.DataFrame([
+        {"persona_id": "p0", "assertion_id": "a0", "category": "values", "text": "The user values honesty \u2028 \"quoted\""},
+        {"persona_id": "p0", "assertion_id": "a1", "category": "hobby", "text": "  enjoys  hiking\n\tnear the lake é"},
+        {"persona_id": "p1", "assertion_id": "a2", "category": "job", "text": "works as a {{ nurse }} <<<ASSERTION>>>"},
+    ])
+    srcs = pd.DataFrame({"persona_id": ["p0", "p1"],
+                         "source": ["I hike a lot.\n\nHonesty matters to me. \U0001f600", "Night shifts again {% raw %}."]})
+    facts = pd.DataFrame([{"persona_id": "p0", "fact_id": "f0", "text": "hikes"}, {"persona_id": "p1", "fact_id": "f1", "text": "nurse"}])
+    judge = make_judge(judge_config("openai:bench-judge", base_url="http://127.0.0.1:8765/v1"))
+    support = load_rubric("support")
+    plan = plan_calls(judge, support, cands, srcs, None, 2, {})
+    assert [(item["assertion_id"], r, key) for key, item, r, _ in plan.slots] == [
+        ("a0", 0, "9dc727bb012326e2525d260c1981b35e62f8a1c18a0570074f0cab99af9dc29d"),
+        ("a0", 1, "7e0d7d061dd200fb639988a1c7b8af0ff165f771d404bb3357c8b18f847d4262"),
+        ("a1", 0, "f6613a584b09b2c56ed6b2dab5ac095a0c8887ab7ee94ba7a5817d79b94cd500"),
+        ("a1", 1, "4ee8d30b326c1222fc68e1ddfdb84bca5c009211c675789ebc3ec32e08ffaa7c"),
+        ("a2", 0, "4ce76a3730b59567db853cec5e5a806cc67a5ffbfd1f78b0fccd4b6e462a52ac"),
+        ("a2", 1, "8b8b0c7556420a2e7a8883a42cc85719edb7626661c7e3a1f9e371801c371b03"),
+    ]
+    # the planner's keys are cache_key's of the whole rendered prompt
+    for (key, item, r, _), row in zip(plan.slots, [row for row in cands.itertuples() for _ in range(2)]):
+        prompt = support.render_support(source=dict(zip(srcs.persona_id, srcs.source))[row.persona_id], assertion=row.text,
+                                        category=row.category)
+        assert key == cache_key(judge.call_identity("support"), support.cache_identity(), prompt, r)
+    coverage = [key for key, *_ in plan_calls(judge, load_rubric("coverage"), cands, srcs, facts, 2, {}).slots]
+    assert coverage == ["b87f2bf3e7c31dfdc8022363a9a83865f8f52e2d6b6cbdd3100c7adb73b8fe71",
+                        "8b22fe9cfba93d752cde4932758ba73d7f72f536c29e2c92526b3f8fcbd8a869",
+                        "237eb9c4b6563035fdf94c258dbf2c27cce830c9df5aa867a8f02954b79255c9",
+                        "54575c98d70418073b85f736fa637c5af201cb9371061d6239e58341c4a27f54"]
+    per_fact = [key for key, *_ in plan_calls(judge, load_rubric("coverage-fact"), cands, srcs, facts, 2, {}).slots]
+    assert per_fact == ["e33463c70c16db7d0758869847986e769f83c68822179bd93e41076db823becd",
+                        "c560934593f694ef8da26c2b626e05dc97b0b3d962d0460bed2f2a96e42aeeab",
+                        "27038e31c6114b8df7370e3cda88567eac833d7e7e2826bda848ab313c2c49c1",
+                        "e90ca27ed25b45280f3e630e9de20e6c2f40e9458135b95774a4d9405aa8c149"]
