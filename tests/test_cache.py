@@ -315,7 +315,7 @@ def test_the_planned_keys_of_a_fixed_run_are_those_of_existing_caches():
         ("a2", 1, "8b8b0c7556420a2e7a8883a42cc85719edb7626661c7e3a1f9e371801c371b03"),
     ]
     # the planner's keys are cache_key's of the whole rendered prompt
-    for (key, item, r, _), row in zip(plan.slots, [row for row in cands.itertuples() for _ in range(2)]):
+    for (key, _item, r, _), row in zip(plan.slots, [row for row in cands.itertuples() for _ in range(2)]):
         prompt = support.render_support(source=dict(zip(srcs.persona_id, srcs.source))[row.persona_id], assertion=row.text,
                                         category=row.category)
         assert key == cache_key(judge.call_identity("support"), support.cache_identity(), prompt, r)
