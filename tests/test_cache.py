@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import diskcache
+import pytest
 
 from memjudge.judges import JudgeConfig, Prompt
 from memjudge.judges.panel import judge_config
@@ -329,3 +330,27 @@ def test_the_planned_keys_of_a_fixed_run_are_those_of_existing_caches():
                         "c560934593f694ef8da26c2b626e05dc97b0b3d962d0460bed2f2a96e42aeeab",
                         "27038e31c6114b8df7370e3cda88567eac833d7e7e2826bda848ab313c2c49c1",
                         "e90ca27ed25b45280f3e630e9de20e6c2f40e9458135b95774a4d9405aa8c149"]
+
+
+def test_keymaker_with_a_shared_prefix_equals_cache_key():
+    """The planner hashes a persona's shared part of the user message once (KeyMaker.keys'
+    `user_prefix`) and continues the hash with each prompt's rest; for any prompt and any
+    prefix, one it starts with or not, the keys are cache_key's."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    from memjudge.scoring.cache import KeyMaker
+
+    ident = {"spec": "openai:m", "model": "m", "base_url": None, "params": {"temperature": 0.0, "seed": None}}
+    rub = {"name": "support", "template_sha256": "ab", "schema": {"type": "object"}}
+    chars = st.sampled_from(["\"", "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "\u2028", "é", "\U0001f600", "a", " ", "}", ","])
+    text = st.lists(chars | st.text(max_size=4), max_size=10).map("".join)
+
+    @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+    @hypothesis.given(system=text, prefix=text, rests=st.lists(text, min_size=1, max_size=4), other=text)
+    def check(system, prefix, rests, other):
+        km = KeyMaker(ident, rub)
+        for user in [prefix + rest for rest in rests] + [other]:
+            p = Prompt(system, user)
+            assert km.keys(p, [0, 3], prefix) == [cache_key(ident, rub, p, r) for r in (0, 3)]
+
+    check()

@@ -23,6 +23,10 @@ from typing import Any
 from memjudge.errors import UsageError
 from memjudge.judges.base import Prompt, canonical_json
 
+# A string as canonical_json writes it (json.dumps with ensure_ascii=False writes every str
+# with this function), without json.dumps' per-call setup: the planner writes thousands.
+_json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
 ENV_VAR = "MEMJUDGE_CACHE_DIR"
 KEY_VERSION = 1  # bump when the key's composition changes
 
@@ -54,15 +58,34 @@ class KeyMaker:
     """`cache_key` for the many prompts of one judge and rubric, equal to it key for key (the
     canonical JSON is written in sorted-key order: judge, prompt, replicate, rubric, v): the
     judge's and rubric's parts are written once, and each prompt is written and hashed once for
-    all its replicates."""
+    all its replicates.
+
+    `keys(..., user_prefix=)` names text the prompt's user message starts with and many prompts
+    share (a persona's source, rendered before its item): the hash of everything up to the end
+    of that text is computed once per (system, prefix) and continued with each prompt's rest.
+    That is the same digest because canonical JSON escapes a string character by character
+    (JSON of a + b is JSON of a, then of b, inside one pair of quotes) and sha256 is fed in
+    order; a prompt that does not start with its prefix is hashed whole."""
 
     def __init__(self, judge_identity: dict[str, Any], rubric_identity: dict[str, Any]):
         self._head = hashlib.sha256(('{"judge":' + canonical_json(judge_identity) + ',"prompt":').encode("utf-8"))
         self._tail = ',"rubric":' + canonical_json(rubric_identity) + f',"v":{KEY_VERSION}}}'
+        self._prefixed: dict[tuple[str, str], Any] = {}
 
-    def keys(self, prompt: Prompt, replicates) -> list[str]:
-        h = self._head.copy()
-        h.update(canonical_json({"system": prompt.system, "user": prompt.user}).encode("utf-8"))
+    def keys(self, prompt: Prompt, replicates, user_prefix: str = "") -> list[str]:
+        system, user = prompt.system, prompt.user
+        if user_prefix and user.startswith(user_prefix):
+            h = self._prefixed.get((system, user_prefix))
+            if h is None:
+                h = self._head.copy()
+                # without the closing quote: the rest of the message continues the string
+                h.update(f'{{"system":{_json_string(system)},"user":{_json_string(user_prefix)[:-1]}'.encode())
+                self._prefixed[(system, user_prefix)] = h
+            h = h.copy()
+            h.update(f'{_json_string(user[len(user_prefix):])[1:]}}}'.encode())
+        else:
+            h = self._head.copy()
+            h.update(f'{{"system":{_json_string(system)},"user":{_json_string(user)}}}'.encode())
         out = []
         for r in replicates:
             g = h.copy()

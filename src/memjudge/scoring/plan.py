@@ -110,12 +110,12 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
     tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
     extras_cols = list(extra_names)
 
-    def add(call_prompt: Prompt, key: str, item: dict, r: int, fields: dict | None = None) -> str:
+    def add(call_prompt: Prompt, key: str, item: dict, r: int, fields: dict | None = None, prefix: str = "") -> str:
         if key not in tasks:
             tasks[key] = Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item,
                                         fields=fields or {}))
             if former:
-                plan.former_keys[key] = [k.keys(call_prompt, [r])[0] for k in former]
+                plan.former_keys[key] = [k.keys(call_prompt, [r], prefix)[0] for k in former]
         return key
 
     if rub.kind == "support":
@@ -131,10 +131,10 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
             prompt = render(text, cat, aid)
             item = {"assertion_id": aid, "persona_id": pid, "category": cat}
             fields = {"source": source_of[pid], "assertion": text, "category": cat}
-            item_keys = keys.keys(prompt, asked)
+            item_keys = keys.keys(prompt, asked, render.prefix)
             for r in range(replicates):
                 a = 0 if derived else r
-                slots.append((add(prompt, item_keys[a], item, a, fields), item, r, extras))
+                slots.append((add(prompt, item_keys[a], item, a, fields, render.prefix), item, r, extras))
     else:
         by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
         facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}
