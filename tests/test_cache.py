@@ -354,3 +354,24 @@ def test_keymaker_with_a_shared_prefix_equals_cache_key():
             assert km.keys(p, [0, 3], prefix) == [cache_key(ident, rub, p, r) for r in (0, 3)]
 
     check()
+
+
+def test_bulk_reads_equal_diskcache_key_by_key(tmp_path):
+    """get_many and missing read thousands of keys a few queries at a time (diskcache's own
+    fast path, in bulk); they must find exactly what diskcache finds key by key: answers
+    stored in the table and in files (long ones), none for absent, damaged or foreign
+    entries, and the same through the key-by-key path a cache with statistics takes."""
+    long = {"answer": {"verdict": "supported", "evidence": "x" * 70_000}}
+    with AnswerCache(tmp_path / "c") as cache:
+        keys = [f"{i:064x}" for i in range(2000)]
+        cache.set_many((k, {"answer": {"i": i}}) for i, k in enumerate(keys[:1500]))
+        cache.set("f" * 64, long)
+        cache._cache.set("e" * 64, "not json")
+        cache._cache.set(("tuple", "key"), "{}")
+        asked = keys + ["f" * 64, "e" * 64, "d" * 64, keys[0]]
+        got = cache.get_many(asked)
+        assert got == {k: cache.get(k) for k in asked if cache.get(k) is not None}
+        assert len(got) == 1501 and got["f" * 64] == long and got[keys[7]] == {"answer": {"i": 7}}
+        assert cache.missing(asked) == [k for k in asked if k not in cache]
+        cache._cache.statistics = True  # not fast-path readable: key by key, same answers
+        assert cache.get_many(asked) == got and cache.missing(asked) == [k for k in asked if k not in cache]

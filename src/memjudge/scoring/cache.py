@@ -17,6 +17,8 @@ import asyncio
 import hashlib
 import json
 import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +96,18 @@ class KeyMaker:
         return out
 
 
+def _decoded(value: Any) -> dict | None:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, json.JSONDecodeError, RecursionError):
+        return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
+
+
+# Keys per query: SQLite's limit of host parameters was 999 before 3.32.
+_CHUNK = 900
+
 # Settings that make the cache keep everything; persisted by diskcache in the cache's Settings table.
 SETTINGS = {"eviction_policy": "none", "size_limit": 2**62, "cull_limit": 0}
 
@@ -115,20 +129,14 @@ class AnswerCache:
     # -- sync -----------------------------------------------------------------------------
 
     def get(self, key: str) -> dict | None:
-        value = self._cache.get(key)
-        if value is None:
-            return None
-        try:
-            return json.loads(value)
-        except (TypeError, json.JSONDecodeError, RecursionError):
-            return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
+        return _decoded(self._cache.get(key))
 
     def get_many(self, keys) -> dict[str, dict]:
         out = {}
-        for k in keys:
-            v = self.get(k)
-            if v is not None:
-                out[k] = v
+        for k, value in self._stored(list(keys), values=True):
+            rec = _decoded(value)
+            if rec is not None:
+                out[k] = rec
         return out
 
     def set(self, key: str, record: dict) -> None:
@@ -143,9 +151,50 @@ class AnswerCache:
                 self.set(key, record)
 
     def missing(self, keys) -> list[str]:
-        """The keys that have no entry (one transaction: a resumed run checks thousands)."""
-        with self._cache.transact():
-            return [k for k in keys if k not in self._cache]
+        """The keys that have no entry (a resumed run checks thousands)."""
+        keys = list(keys)
+        have = {k for k, _ in self._stored(keys, values=False)}
+        return [k for k in keys if k not in have]
+
+    def _stored(self, keys: list[str], *, values: bool):
+        """(key, stored text or None) of each key with an entry: one SQLite query per
+        `_CHUNK` keys, as diskcache's own fast path reads one (`Cache.get` when neither
+        statistics nor an eviction policy must be updated, which SETTINGS guarantees), rather
+        than one query per key. Any other cache, or a table diskcache laid out otherwise, is
+        read key by key through diskcache itself."""
+        cache = self._cache
+        if cache.statistics or cache.eviction_policy != "none" or any(type(k) is not str for k in keys):
+            yield from self._stored_one_by_one(keys, values=values)
+            return
+        disk = cache._disk
+        what = "key, mode, filename, value" if values else "key, NULL, NULL, NULL"
+        found = []
+        try:
+            for i in range(0, len(keys), _CHUNK):
+                chunk = keys[i:i + _CHUNK]
+                found += cache._sql(f"SELECT {what} FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(chunk))})"
+                                    " AND (expire_time IS NULL OR expire_time > ?)", (*chunk, time.time())).fetchall()
+        except sqlite3.OperationalError:
+            yield from self._stored_one_by_one(keys, values=values)
+            return
+        for key, mode, filename, value in found:
+            if not values:
+                yield key, None
+                continue
+            try:
+                yield key, disk.fetch(mode, filename, value, False)
+            except OSError:  # removed meanwhile (diskcache reads it as a miss)
+                continue
+
+    def _stored_one_by_one(self, keys: list[str], *, values: bool):
+        missing = object()
+        for k in keys:
+            if values:
+                value = self._cache.get(k, missing)
+                if value is not missing:
+                    yield k, value
+            elif k in self._cache:
+                yield k, None
 
     def __contains__(self, key: str) -> bool:
         return key in self._cache
