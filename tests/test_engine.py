@@ -954,3 +954,79 @@ def test_former_keywords_warn_and_score_as_the_new_form(tmp_path, fake_server):
         score_run(candidates_frame(N), sources_frame(N), judge, concurency=2)
     with pytest.raises(UsageError, match="concurrency must be an integer >= 1"):
         judge_config("openai:gpt-4o-mini", concurrency=0)
+
+
+def test_the_label_frame_is_pandas_reading_of_the_rows():
+    """make_rows builds the labels frame column by column (text as it is, the rest inferred by
+    pandas); the frame must be what `pd.DataFrame(rows)` with text as objects gives, dtype for
+    dtype, for rows of every kind: null answers, scores and latencies missing or not, extra
+    columns of numbers, mixed values, NaN, lists, and rows of different shapes."""
+    import math
+
+    from memjudge import formats as io
+    from memjudge.scoring.outputs import EXTRA_LABEL_COLUMNS, rows_frame
+
+    front = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS
+
+    def reference(rows):
+        df = pd.DataFrame(rows)
+        df = df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]]
+        return io.text_as_objects(df)
+
+    def row(i, **kw):
+        r = {"assertion_id": f"a{i}", "persona_id": "p", "category": "hobby", "judge": "openai:m", "rubric": "support@x",
+             "replicate": i % 2, "verdict": ["supported", "unsupported", None][i % 3], "judge_score": None if i % 2 else 0.5 * i,
+             "evidence": None if i % 3 == 2 else "quote", "evidence_found": [True, False, None][i % 3], "rationale": "r",
+             "error": "boom" if i % 3 == 2 else None, "cached": i % 2 == 0, "usage": {"input_tokens": i}, "latency_s": None if i % 4 else 0.1,
+             "finish_reason": "stop", "model_version": None, "simulated": False}
+        r.update(kw)
+        return r
+
+    cases = [
+        [row(i) for i in range(7)],
+        [row(i, judge_score=None, latency_s=None, evidence_found=None) for i in range(3)],
+        [row(i, batch=f"b{i}", n=i, x=1.5 if i % 2 else None, mixed=[1, "one", None][i % 3], tags=["a", i]) for i in range(6)],
+        [row(i, t=["s", math.nan][i % 2], ints=[1, None][i % 2]) for i in range(4)],
+        [row(0), {**row(1), "extra": 1}],  # different shapes
+        [row(0, verdict=None, evidence=None, rationale=None, model_version=None)],
+    ]
+    for rows in cases:
+        got, want = rows_frame(rows, front), reference(rows)
+        pd.testing.assert_frame_equal(got, want, check_dtype=True)
+        for c in got.columns:  # None stays None (not NaN) in text columns
+            assert [v is None for v in got[c]] == [v is None for v in want[c]], c
+    assert list(rows_frame([], front).columns) == front
+
+
+def test_load_journal_reads_each_line_as_its_own_answer(tmp_path):
+    """The journal is parsed as one JSON array when it can be; what it returns must be what a
+    line-by-line read gives: later lines win, and damaged lines (a kill's cut, blank lines,
+    lines that are no answer) are skipped but counted, also where two halves would join."""
+    from memjudge.scoring.store import load_journal
+
+    def line(key, **kw):
+        return json.dumps({"key": key, "answer": {"verdict": "supported", "evidence": "a\u2028b"}, **kw}, ensure_ascii=False)
+
+    good = [line("k1"), line("k2", text="x"), line("k1", text="later")]
+    cases = {
+        "clean": good,
+        "cut": good + ['{"key": "k3", "answer": {"ver'],
+        "cut then more": good[:1] + ['{"key": "k3", "answer": {"verdict": "supp'] + good[1:],
+        "blank": good[:2] + [""] + good[2:],
+        "not answers": good + ['{"key": 3, "answer": {}}', '{"key": "k4", "answer": "no"}', "[1, 2]", "7"],
+        "halves": ['{"key": "k5", "answer": {"a": [1', '2]}}'] + good,
+        "two in one": [good[0] + ", " + good[1]] + good[2:],
+    }
+    for name, lines in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+        want: dict = {}
+        for x in lines:
+            try:
+                rec = json.loads(x)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
+                want[rec.pop("key")] = rec
+        assert load_journal(path) == (want, len(lines)), name
+    assert load_journal(tmp_path / "absent.jsonl") == ({}, 0)
