@@ -367,10 +367,14 @@ def test_bulk_reads_equal_diskcache_key_by_key(tmp_path):
         cache.set_many((k, {"answer": {"i": i}}) for i, k in enumerate(keys[:1500]))
         cache.set("f" * 64, long)
         cache._cache.set("e" * 64, "not json")
+        cache._cache.set("c" * 64, '{"a": [1')  # halves that would join into one answer
+        cache._cache.set("b" * 64, '2]}')
+        cache._cache.set("a" * 64, "7")
         cache._cache.set(("tuple", "key"), "{}")
         asked = keys + ["f" * 64, "e" * 64, "d" * 64, keys[0]]
         got = cache.get_many(asked)
         assert got == {k: cache.get(k) for k in asked if cache.get(k) is not None}
+        assert len(got) == 1501 and cache.get_many(["c" * 64, "b" * 64, "a" * 64, keys[1]]) == {"a" * 64: 7, keys[1]: {"answer": {"i": 1}}}
         assert len(got) == 1501 and got["f" * 64] == long and got[keys[7]] == {"answer": {"i": 7}}
         assert cache.missing(asked) == [k for k in asked if k not in cache]
         cache._cache.statistics = True  # not fast-path readable: key by key, same answers
