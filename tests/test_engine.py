@@ -1030,3 +1030,48 @@ def test_load_journal_reads_each_line_as_its_own_answer(tmp_path):
                 want[rec.pop("key")] = rec
         assert load_journal(path) == (want, len(lines)), name
     assert load_journal(tmp_path / "absent.jsonl") == ({}, 0)
+
+
+def test_collection_is_paused_only_inside_a_run_and_left_as_found(tmp_path):
+    """score_run pauses automatic garbage collection while it builds rows (memjudge._util.gcpause)
+    and resumes it around requests; afterwards the collector is as the caller left it, on or
+    off, and after a failing run too."""
+    import gc
+
+    from memjudge._util import gcpause
+    from scripted_judge import candidates_frame, sources_frame
+
+    assert gc.isenabled()
+    with gcpause.paused():
+        assert not gc.isenabled()
+        with gcpause.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        with gcpause.resumed():
+            assert gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with gcpause.resumed():  # nothing paused: nothing to resume
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with gcpause.paused(), gcpause.resumed():
+            assert not gc.isenabled()  # the caller's own switch stands
+    finally:
+        gc.enable()
+
+    from scripted_judge import ScriptedJudge, support_answer
+
+    seen = []
+
+    def script(call, n):
+        seen.append(gc.isenabled())  # requests run with collection on
+        return support_answer(call)
+
+    score_run(candidates_frame(4), sources_frame(4), ScriptedJudge(script=script), out=tmp_path / "r", cache_dir=tmp_path / "c",
+              progress=False)
+    assert len(seen) == 4 and all(seen) and gc.isenabled()
+    with pytest.raises(UsageError):
+        score_run(candidates_frame(4), sources_frame(4), ScriptedJudge(script=script), limit=0, out=tmp_path / "r2",
+                  cache_dir=tmp_path / "c", progress=False)
+    assert gc.isenabled()

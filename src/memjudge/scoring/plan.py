@@ -109,10 +109,11 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
     former = [KeyMaker(ident, rub.cache_identity()) for ident in judge.former_call_identities(rub.kind)]
     tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
     extras_cols = list(extra_names)
+    rubric_id, schema = rub.id, rub.model
 
     def add(call_prompt: Prompt, key: str, item: dict, r: int, fields: dict | None = None, prefix: str = "") -> str:
         if key not in tasks:
-            tasks[key] = Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item,
+            tasks[key] = Task(JudgeCall(key=key, rubric=rubric_id, prompt=call_prompt, schema=schema, replicate=r, item=item,
                                         fields=fields or {}))
             if former:
                 plan.former_keys[key] = [k.keys(call_prompt, [r], prefix)[0] for k in former]
