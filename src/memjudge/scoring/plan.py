@@ -120,10 +120,12 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
         return key
 
     if rub.kind == "support":
-        cols = ["persona_id", "assertion_id", "category", "text"] + extras_cols
         asked = [0] if derived else list(range(replicates))
         renderers: dict = {}
-        for values in cands[cols].itertuples(index=False, name=None):
+        # The readers made the first four columns text (tolist: one conversion, not one per
+        # value); extra columns yield what itertuples would.
+        columns = [cands[c].tolist() for c in ("persona_id", "assertion_id", "category", "text")] + [cands[c] for c in extras_cols]
+        for values in zip(*columns):
             pid, aid, cat, text = values[:4]
             extras = {extra_names[c]: v for c, v in zip(extras_cols, values[4:])}
             render = renderers.get(pid)
