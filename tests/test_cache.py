@@ -379,3 +379,41 @@ def test_bulk_reads_equal_diskcache_key_by_key(tmp_path):
         assert cache.missing(asked) == [k for k in asked if k not in cache]
         cache._cache.statistics = True  # not fast-path readable: key by key, same answers
         assert cache.get_many(asked) == got and cache.missing(asked) == [k for k in asked if k not in cache]
+
+
+V1 = ROOT / "tests" / "data" / "cached_rerun_v1"
+
+
+@pytest.mark.parametrize("rubric, rows", [("support", "labels.jsonl"), ("coverage-fact", "coverage.jsonl")])
+def test_a_run_folder_and_a_cache_written_by_main_keep_every_hit(tmp_path, rubric, rows):
+    """tests/data/cached_rerun_v1 holds what memjudge's main at 4de27df wrote (make.py): a run
+    folder's journal and rows, and its answer cache entry by entry, for an OpenAI-compatible
+    judge. Rerun from that journal, and from that cache alone in a fresh folder, every answer is
+    found (no request: nothing listens at the judge's address), and the rows and the journal
+    written are the same bytes as main's."""
+    name = "support" if rubric == "support" else "coverage"
+    judge = judge_config("openai:bench-judge", base_url="http://127.0.0.1:8765/v1")
+    facts = V1 / "facts.jsonl" if rubric != "support" else None
+    kept = (V1 / f"{name}.{rows}").read_bytes()
+    calls = len(kept.splitlines())
+
+    def rerun(out, cache_dir):
+        return score_run(V1 / "candidates.jsonl", V1 / "sources.jsonl", judge, rubric=rubric, facts=facts, replicates=2, out=out,
+                         cache_dir=cache_dir, progress=False).summary
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_bytes((V1 / f"{name}.journal.jsonl").read_bytes())
+    s = rerun(run, tmp_path / "empty-cache")
+    assert (s.requested, s.resumed, s.cached, s.errors) == (0, calls, 0, 0)
+    assert (run / rows).read_bytes() == kept
+
+    cache_dir = tmp_path / "main-cache"
+    with diskcache.Cache(str(cache_dir)) as c:  # the entries as main stored them, text for text
+        for line in (V1 / "cache.jsonl").read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            c.set(entry["key"], entry["value"])
+    s = rerun(tmp_path / "fresh", cache_dir)
+    assert (s.requested, s.resumed, s.cached, s.errors) == (0, 0, calls, 0)
+    assert (tmp_path / "fresh" / rows).read_bytes() == (V1 / f"{name}.from-cache.{rows}").read_bytes()
+    assert (tmp_path / "fresh" / "journal.jsonl").read_bytes() == (V1 / f"{name}.from-cache.journal.jsonl").read_bytes()
