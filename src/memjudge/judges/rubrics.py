@@ -113,7 +113,6 @@ _ITEM_VARS = ("assertion", "category", "assertion_id")
 _SENTINEL = re.compile("\x00([0-9])\x00")
 
 
-
 class SupportRenderer:
     """One persona's support prompts (`Rubric.support_renderer`): called with an item's
     (assertion, category, assertion_id); `prefix` is text each user message it renders starts
@@ -127,6 +126,7 @@ class SupportRenderer:
 
     def __call__(self, assertion: str, category: str, assertion_id: str) -> Prompt:
         return self._render(assertion, category, assertion_id)
+
 
 # ---------------------------------------------------------------------------------------
 # JSON schema -> pydantic model (the subset rubric answers need)
