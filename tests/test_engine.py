@@ -1075,3 +1075,25 @@ def test_collection_is_paused_only_inside_a_run_and_left_as_found(tmp_path):
         score_run(candidates_frame(4), sources_frame(4), ScriptedJudge(script=script), limit=0, out=tmp_path / "r2",
                   cache_dir=tmp_path / "c", progress=False)
     assert gc.isenabled()
+
+
+def test_journal_lines_are_the_merged_records_json():
+    """A journal line is spliced from the record's own JSON (store.journal_line); it must be
+    `json_line({"key": key, **record})` byte for byte, for awkward records too."""
+    import math
+
+    import numpy as np
+
+    from memjudge.scoring.jsonl import json_line
+    from memjudge.scoring.store import journal_line
+
+    records = [
+        {"answer": {"verdict": "supported", "evidence": "a \u2028 \"b\" é \U0001f600"}, "usage": {"input_tokens": 3}, "latency_s": 0.1},
+        {"answer": {}, "judge_score": math.nan, "n": np.int64(3)},  # NaN and numpy: the lenient path
+        {"answer": {"facts": [{"fact_id": "f", "covered_by": ["a", "b"]}]}, "unanswered": {"g": "left out"}},
+        {"key": "not the key", "answer": {}},
+        {},
+    ]
+    for key in ("0" * 64, 'we"ird\\key\n'):
+        for rec in records:
+            assert journal_line(key, rec) == json_line({"key": key, **rec})

@@ -170,6 +170,8 @@ class AnswerCache:
         if cache.statistics or cache.eviction_policy != "none" or any(type(k) is not str for k in keys):
             yield from self._stored_one_by_one(keys, values=values)
             return
+        from diskcache.core import MODE_RAW
+
         disk = cache._disk
         what = "key, mode, filename, value" if values else "key, NULL, NULL, NULL"
         found = []
@@ -184,11 +186,13 @@ class AnswerCache:
         for key, mode, filename, value in found:
             if not values:
                 yield key, None
-                continue
-            try:
-                yield key, disk.fetch(mode, filename, value, False)
-            except OSError:  # removed meanwhile (diskcache reads it as a miss)
-                continue
+            elif mode == MODE_RAW and type(value) is str:  # what Disk.fetch returns for it, without the call
+                yield key, value
+            else:
+                try:
+                    yield key, disk.fetch(mode, filename, value, False)
+                except OSError:  # removed meanwhile (diskcache reads it as a miss)
+                    continue
 
     def _stored_one_by_one(self, keys: list[str], *, values: bool):
         missing = object()

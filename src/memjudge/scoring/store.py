@@ -21,6 +21,8 @@ from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.jsonl import json_line
 
 JOURNAL = "journal.jsonl"
+# A str as the journal's JSON writes it (ensure_ascii=False, as json_line).
+_json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def load_journal(path: Path) -> tuple[dict[str, dict], int]:
@@ -118,7 +120,15 @@ def _reuse_former(tasks: dict[str, Task], journal: dict[str, dict], cache: Answe
 
 def journal_text(records: dict[str, dict]) -> str:
     """A whole journal: one line per answer (for an atomic rewrite)."""
-    return "".join(json_line({"key": k, **rec}) for k, rec in records.items())
+    return "".join(map(journal_line, records.keys(), records.values()))
+
+
+def journal_line(key: str, record: dict) -> str:
+    """`json_line({"key": key, **record})`, the journal's line of one answer, spliced from the
+    record's own line rather than through a merged copy of it (a rewrite writes thousands)."""
+    if record and type(key) is str and "key" not in record:
+        return '{"key": ' + _json_string(key) + ", " + json_line(record)[1:]
+    return json_line({"key": key, **record})
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -154,7 +164,7 @@ class AnswerStore:
 
     def journal(self, key: str, record: dict) -> None:
         if self._journal is not None:
-            self._journal.write(json_line({"key": key, **record}))
+            self._journal.write(journal_line(key, record))
             self._journal.flush()
 
     async def keep(self, key: str, record: dict) -> None:
@@ -189,4 +199,4 @@ class AnswerStore:
             await self.drain()
 
 
-__all__ = ["JOURNAL", "AnswerStore", "journal_text", "load_journal", "reuse_answers"]
+__all__ = ["JOURNAL", "AnswerStore", "journal_line", "journal_text", "load_journal", "reuse_answers"]
