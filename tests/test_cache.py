@@ -417,3 +417,18 @@ def test_a_run_folder_and_a_cache_written_by_main_keep_every_hit(tmp_path, rubri
     assert (s.requested, s.resumed, s.cached, s.errors) == (0, 0, calls, 0)
     assert (tmp_path / "fresh" / rows).read_bytes() == (V1 / f"{name}.from-cache.{rows}").read_bytes()
     assert (tmp_path / "fresh" / "journal.jsonl").read_bytes() == (V1 / f"{name}.from-cache.journal.jsonl").read_bytes()
+
+
+def test_a_run_that_wrote_answers_leaves_the_cache_checkpointed(cli, tmp_path, fake_server):
+    """The program collects what the run left in cycles before it freezes the collector and
+    exits (memjudge.cli.run): the cache writer threads' SQLite connections are closed, the last
+    one checkpointing the write-ahead log, as when the interpreter collected them itself."""
+    src, cand, cache = tmp_path / "s.jsonl", tmp_path / "c.jsonl", tmp_path / "cache"
+    sources_frame(N).to_json(src, orient="records", lines=True)
+    candidates_frame(N).to_json(cand, orient="records", lines=True)
+    r = cli("score", cand, "--sources", src, "--judge", "openai:m", "--base-url", fake_server.openai_base_url,
+            "--out", tmp_path / "run", "--cache-dir", cache, "--no-progress", "--replicates", "2")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["cache.db"]
+    with AnswerCache(cache) as c:
+        assert len(c) == 2 * N

@@ -73,10 +73,13 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> NoReturn:
     """The `memjudge` program (`python -m memjudge`, the console script): `main()`, then exit.
 
-    The collector is frozen on the way out: the interpreter's last collections would walk
-    every object pandas and the run left (about 0.08 s of a one-second cached rerun) to free
-    what the process's end frees anyway; files and connections are closed by their owners,
-    and atexit handlers still run."""
+    On the way out, one collection finalizes what the run left in reference cycles (the SQLite
+    connections of the cache's writer threads among them: closing the last one checkpoints the
+    cache's write-ahead log), then the collector is frozen: the interpreter's own collections
+    while it tears its modules down would walk every object pandas and the run left again, a
+    tenth of a one-second cached rerun, to free what the process's end frees anyway. atexit
+    handlers still run."""
     code = main()
+    gc.collect()
     gc.freeze()
     sys.exit(code)
