@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import diskcache
+import pytest
 
 from memjudge.judges import JudgeConfig, Prompt
 from memjudge.judges.panel import judge_config
@@ -282,3 +283,152 @@ def test_keymaker_equals_cache_key_and_pins_the_keys_of_existing_caches():
     km = KeyMaker(ident, real.cache_identity())
     p = real.render_support(source="I moved to Zurich.", assertion="lives in Zurich", category="location")
     assert km.keys(p, range(3)) == [cache_key(ident, real.cache_identity(), p, r) for r in range(3)]
+
+
+def test_the_planned_keys_of_a_fixed_run_are_those_of_existing_caches():
+    """The keys plan_calls gives a fixed run (an OpenAI-compatible judge, support and both
+    coverage rubrics, two replicates, prompts with quotes, line separators, template syntax and
+    emoji): any change to rendering, canonical JSON or hashing that moved one of them would make
+    every answer of an existing cache a miss, paid again. The literals were written by main at
+    4de27df, before the cached rerun was made faster (issue 36)."""
+    import pandas as pd
+
+    from memjudge.judges import make_judge
+    from memjudge.scoring.plan import plan_calls
+
+    cands = pd.DataFrame([
+        {"persona_id": "p0", "assertion_id": "a0", "category": "values", "text": "The user values honesty \u2028 \"quoted\""},
+        {"persona_id": "p0", "assertion_id": "a1", "category": "hobby", "text": "  enjoys  hiking\n\tnear the lake é"},
+        {"persona_id": "p1", "assertion_id": "a2", "category": "job", "text": "works as a {{ nurse }} <<<ASSERTION>>>"},
+    ])
+    srcs = pd.DataFrame({"persona_id": ["p0", "p1"],
+                         "source": ["I hike a lot.\n\nHonesty matters to me. \U0001f600", "Night shifts again {% raw %}."]})
+    facts = pd.DataFrame([{"persona_id": "p0", "fact_id": "f0", "text": "hikes"}, {"persona_id": "p1", "fact_id": "f1", "text": "nurse"}])
+    judge = make_judge(judge_config("openai:bench-judge", base_url="http://127.0.0.1:8765/v1"))
+    support = load_rubric("support")
+    plan = plan_calls(judge, support, cands, srcs, None, 2, {})
+    assert [(item["assertion_id"], r, key) for key, item, r, _ in plan.slots] == [
+        ("a0", 0, "9dc727bb012326e2525d260c1981b35e62f8a1c18a0570074f0cab99af9dc29d"),
+        ("a0", 1, "7e0d7d061dd200fb639988a1c7b8af0ff165f771d404bb3357c8b18f847d4262"),
+        ("a1", 0, "f6613a584b09b2c56ed6b2dab5ac095a0c8887ab7ee94ba7a5817d79b94cd500"),
+        ("a1", 1, "4ee8d30b326c1222fc68e1ddfdb84bca5c009211c675789ebc3ec32e08ffaa7c"),
+        ("a2", 0, "4ce76a3730b59567db853cec5e5a806cc67a5ffbfd1f78b0fccd4b6e462a52ac"),
+        ("a2", 1, "8b8b0c7556420a2e7a8883a42cc85719edb7626661c7e3a1f9e371801c371b03"),
+    ]
+    # the planner's keys are cache_key's of the whole rendered prompt
+    for (key, _item, r, _), row in zip(plan.slots, [row for row in cands.itertuples() for _ in range(2)]):
+        prompt = support.render_support(source=dict(zip(srcs.persona_id, srcs.source))[row.persona_id], assertion=row.text,
+                                        category=row.category)
+        assert key == cache_key(judge.call_identity("support"), support.cache_identity(), prompt, r)
+    coverage = [key for key, *_ in plan_calls(judge, load_rubric("coverage"), cands, srcs, facts, 2, {}).slots]
+    assert coverage == ["b87f2bf3e7c31dfdc8022363a9a83865f8f52e2d6b6cbdd3100c7adb73b8fe71",
+                        "8b22fe9cfba93d752cde4932758ba73d7f72f536c29e2c92526b3f8fcbd8a869",
+                        "237eb9c4b6563035fdf94c258dbf2c27cce830c9df5aa867a8f02954b79255c9",
+                        "54575c98d70418073b85f736fa637c5af201cb9371061d6239e58341c4a27f54"]
+    per_fact = [key for key, *_ in plan_calls(judge, load_rubric("coverage-fact"), cands, srcs, facts, 2, {}).slots]
+    assert per_fact == ["e33463c70c16db7d0758869847986e769f83c68822179bd93e41076db823becd",
+                        "c560934593f694ef8da26c2b626e05dc97b0b3d962d0460bed2f2a96e42aeeab",
+                        "27038e31c6114b8df7370e3cda88567eac833d7e7e2826bda848ab313c2c49c1",
+                        "e90ca27ed25b45280f3e630e9de20e6c2f40e9458135b95774a4d9405aa8c149"]
+
+
+def test_keymaker_with_a_shared_prefix_equals_cache_key():
+    """The planner hashes a persona's shared part of the user message once (KeyMaker.keys'
+    `user_prefix`) and continues the hash with each prompt's rest; for any prompt and any
+    prefix, one it starts with or not, the keys are cache_key's."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    from memjudge.scoring.cache import KeyMaker
+
+    ident = {"spec": "openai:m", "model": "m", "base_url": None, "params": {"temperature": 0.0, "seed": None}}
+    rub = {"name": "support", "template_sha256": "ab", "schema": {"type": "object"}}
+    chars = st.sampled_from(["\"", "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "\u2028", "é", "\U0001f600", "a", " ", "}", ","])
+    text = st.lists(chars | st.text(max_size=4), max_size=10).map("".join)
+
+    @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+    @hypothesis.given(system=text, prefix=text, rests=st.lists(text, min_size=1, max_size=4), other=text)
+    def check(system, prefix, rests, other):
+        km = KeyMaker(ident, rub)
+        for user in [prefix + rest for rest in rests] + [other]:
+            p = Prompt(system, user)
+            assert km.keys(p, [0, 3], prefix) == [cache_key(ident, rub, p, r) for r in (0, 3)]
+
+    check()
+
+
+def test_bulk_reads_equal_diskcache_key_by_key(tmp_path):
+    """get_many and missing read thousands of keys a few queries at a time (diskcache's own
+    fast path, in bulk); they must find exactly what diskcache finds key by key: answers
+    stored in the table and in files (long ones), none for absent, damaged or foreign
+    entries, and the same through the key-by-key path a cache with statistics takes."""
+    long = {"answer": {"verdict": "supported", "evidence": "x" * 70_000}}
+    with AnswerCache(tmp_path / "c") as cache:
+        keys = [f"{i:064x}" for i in range(2000)]
+        cache.set_many((k, {"answer": {"i": i}}) for i, k in enumerate(keys[:1500]))
+        cache.set("f" * 64, long)
+        cache._cache.set("e" * 64, "not json")
+        cache._cache.set("c" * 64, '{"a": [1')  # halves that would join into one answer
+        cache._cache.set("b" * 64, '2]}')
+        cache._cache.set("a" * 64, "7")
+        cache._cache.set(("tuple", "key"), "{}")
+        asked = keys + ["f" * 64, "e" * 64, "d" * 64, keys[0]]
+        got = cache.get_many(asked)
+        assert got == {k: cache.get(k) for k in asked if cache.get(k) is not None}
+        assert len(got) == 1501 and cache.get_many(["c" * 64, "b" * 64, "a" * 64, keys[1]]) == {"a" * 64: 7, keys[1]: {"answer": {"i": 1}}}
+        assert len(got) == 1501 and got["f" * 64] == long and got[keys[7]] == {"answer": {"i": 7}}
+        assert cache.missing(asked) == [k for k in asked if k not in cache]
+        cache._cache.statistics = True  # not fast-path readable: key by key, same answers
+        assert cache.get_many(asked) == got and cache.missing(asked) == [k for k in asked if k not in cache]
+
+
+V1 = ROOT / "tests" / "data" / "cached_rerun_v1"
+
+
+@pytest.mark.parametrize("rubric, rows", [("support", "labels.jsonl"), ("coverage-fact", "coverage.jsonl")])
+def test_a_run_folder_and_a_cache_written_by_main_keep_every_hit(tmp_path, rubric, rows):
+    """tests/data/cached_rerun_v1 holds what memjudge's main at 4de27df wrote (make.py): a run
+    folder's journal and rows, and its answer cache entry by entry, for an OpenAI-compatible
+    judge. Rerun from that journal, and from that cache alone in a fresh folder, every answer is
+    found (no request: nothing listens at the judge's address), and the rows and the journal
+    written are the same bytes as main's."""
+    name = "support" if rubric == "support" else "coverage"
+    judge = judge_config("openai:bench-judge", base_url="http://127.0.0.1:8765/v1")
+    facts = V1 / "facts.jsonl" if rubric != "support" else None
+    kept = (V1 / f"{name}.{rows}").read_bytes()
+    calls = len(kept.splitlines())
+
+    def rerun(out, cache_dir):
+        return score_run(V1 / "candidates.jsonl", V1 / "sources.jsonl", judge, rubric=rubric, facts=facts, replicates=2, out=out,
+                         cache_dir=cache_dir, progress=False).summary
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_bytes((V1 / f"{name}.journal.jsonl").read_bytes())
+    s = rerun(run, tmp_path / "empty-cache")
+    assert (s.requested, s.resumed, s.cached, s.errors) == (0, calls, 0, 0)
+    assert (run / rows).read_bytes() == kept
+
+    cache_dir = tmp_path / "main-cache"
+    with diskcache.Cache(str(cache_dir)) as c:  # the entries as main stored them, text for text
+        for line in (V1 / "cache.jsonl").read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            c.set(entry["key"], entry["value"])
+    s = rerun(tmp_path / "fresh", cache_dir)
+    assert (s.requested, s.resumed, s.cached, s.errors) == (0, 0, calls, 0)
+    assert (tmp_path / "fresh" / rows).read_bytes() == (V1 / f"{name}.from-cache.{rows}").read_bytes()
+    assert (tmp_path / "fresh" / "journal.jsonl").read_bytes() == (V1 / f"{name}.from-cache.journal.jsonl").read_bytes()
+
+
+def test_a_run_that_wrote_answers_leaves_the_cache_checkpointed(cli, tmp_path, fake_server):
+    """The program collects what the run left in cycles before it freezes the collector and
+    exits (memjudge.cli.run): the cache writer threads' SQLite connections are closed, the last
+    one checkpointing the write-ahead log, as when the interpreter collected them itself."""
+    src, cand, cache = tmp_path / "s.jsonl", tmp_path / "c.jsonl", tmp_path / "cache"
+    sources_frame(N).to_json(src, orient="records", lines=True)
+    candidates_frame(N).to_json(cand, orient="records", lines=True)
+    r = cli("score", cand, "--sources", src, "--judge", "openai:m", "--base-url", fake_server.openai_base_url,
+            "--out", tmp_path / "run", "--cache-dir", cache, "--no-progress", "--replicates", "2")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["cache.db"]
+    with AnswerCache(cache) as c:
+        assert len(c) == 2 * N

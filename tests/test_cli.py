@@ -142,3 +142,17 @@ def test_dry_run_needs_no_key_and_a_real_run_says_which_key(cli, tmp_path, spec,
     assert "dry run: 1 calls" in r.stdout
     r = cli("score", cand, "--sources", src, "--judge", spec, "--out", tmp_path / "run", "--no-progress")
     assert r.returncode == 2 and var in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_program_entry_exits_with_mains_status():
+    """`memjudge` (the console script) and `python -m memjudge` run `memjudge.cli.run`: main's
+    status becomes the process's, its output is all there, and the collector frozen on the way
+    out loses nothing."""
+    import subprocess
+
+    code = "import sys; sys.argv = ['memjudge', *sys.argv[1:]]; from memjudge.cli import run; run()"
+    ok = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "score" in ok.stdout
+    bad = subprocess.run([sys.executable, "-c", code, "score", "missing.jsonl", "--sources", "missing.jsonl", "--judge", "nope:x"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip() and "Traceback" not in bad.stderr

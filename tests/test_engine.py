@@ -954,3 +954,146 @@ def test_former_keywords_warn_and_score_as_the_new_form(tmp_path, fake_server):
         score_run(candidates_frame(N), sources_frame(N), judge, concurency=2)
     with pytest.raises(UsageError, match="concurrency must be an integer >= 1"):
         judge_config("openai:gpt-4o-mini", concurrency=0)
+
+
+def test_the_label_frame_is_pandas_reading_of_the_rows():
+    """make_rows builds the labels frame column by column (text as it is, the rest inferred by
+    pandas); the frame must be what `pd.DataFrame(rows)` with text as objects gives, dtype for
+    dtype, for rows of every kind: null answers, scores and latencies missing or not, extra
+    columns of numbers, mixed values, NaN, lists, and rows of different shapes."""
+    import math
+
+    from memjudge import formats as io
+    from memjudge.scoring.outputs import EXTRA_LABEL_COLUMNS, rows_frame
+
+    front = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS
+
+    def reference(rows):
+        df = pd.DataFrame(rows)
+        df = df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]]
+        return io.text_as_objects(df)
+
+    def row(i, **kw):
+        r = {"assertion_id": f"a{i}", "persona_id": "p", "category": "hobby", "judge": "openai:m", "rubric": "support@x",
+             "replicate": i % 2, "verdict": ["supported", "unsupported", None][i % 3], "judge_score": None if i % 2 else 0.5 * i,
+             "evidence": None if i % 3 == 2 else "quote", "evidence_found": [True, False, None][i % 3], "rationale": "r",
+             "error": "boom" if i % 3 == 2 else None, "cached": i % 2 == 0, "usage": {"input_tokens": i}, "latency_s": None if i % 4 else 0.1,
+             "finish_reason": "stop", "model_version": None, "simulated": False}
+        r.update(kw)
+        return r
+
+    cases = [
+        [row(i) for i in range(7)],
+        [row(i, judge_score=None, latency_s=None, evidence_found=None) for i in range(3)],
+        [row(i, batch=f"b{i}", n=i, x=1.5 if i % 2 else None, mixed=[1, "one", None][i % 3], tags=["a", i]) for i in range(6)],
+        [row(i, t=["s", math.nan][i % 2], ints=[1, None][i % 2]) for i in range(4)],
+        [row(0), {**row(1), "extra": 1}],  # different shapes
+        [row(0, verdict=None, evidence=None, rationale=None, model_version=None)],
+    ]
+    for rows in cases:
+        got, want = rows_frame(rows, front), reference(rows)
+        pd.testing.assert_frame_equal(got, want, check_dtype=True)
+        for c in got.columns:  # None stays None (not NaN) in text columns
+            assert [v is None for v in got[c]] == [v is None for v in want[c]], c
+    assert list(rows_frame([], front).columns) == front
+
+
+def test_load_journal_reads_each_line_as_its_own_answer(tmp_path):
+    """The journal is parsed as one JSON array when it can be; what it returns must be what a
+    line-by-line read gives: later lines win, and damaged lines (a kill's cut, blank lines,
+    lines that are no answer) are skipped but counted, also where two halves would join."""
+    from memjudge.scoring.store import load_journal
+
+    def line(key, **kw):
+        return json.dumps({"key": key, "answer": {"verdict": "supported", "evidence": "a\u2028b"}, **kw}, ensure_ascii=False)
+
+    good = [line("k1"), line("k2", text="x"), line("k1", text="later")]
+    cases = {
+        "clean": good,
+        "cut": good + ['{"key": "k3", "answer": {"ver'],
+        "cut then more": good[:1] + ['{"key": "k3", "answer": {"verdict": "supp'] + good[1:],
+        "blank": good[:2] + [""] + good[2:],
+        "not answers": good + ['{"key": 3, "answer": {}}', '{"key": "k4", "answer": "no"}', "[1, 2]", "7"],
+        "halves": ['{"key": "k5", "answer": {"a": [1', '2]}}'] + good,
+        "two in one": [good[0] + ", " + good[1]] + good[2:],
+    }
+    for name, lines in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+        want: dict = {}
+        for x in lines:
+            try:
+                rec = json.loads(x)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("key"), str) and isinstance(rec.get("answer"), dict):
+                want[rec.pop("key")] = rec
+        assert load_journal(path) == (want, len(lines)), name
+    assert load_journal(tmp_path / "absent.jsonl") == ({}, 0)
+
+
+def test_collection_is_paused_only_inside_a_run_and_left_as_found(tmp_path):
+    """score_run pauses automatic garbage collection while it builds rows (memjudge._util.gcpause)
+    and resumes it around requests; afterwards the collector is as the caller left it, on or
+    off, and after a failing run too."""
+    import gc
+
+    from memjudge._util import gcpause
+    from scripted_judge import candidates_frame, sources_frame
+
+    assert gc.isenabled()
+    with gcpause.paused():
+        assert not gc.isenabled()
+        with gcpause.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        with gcpause.resumed():
+            assert gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with gcpause.resumed():  # nothing paused: nothing to resume
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with gcpause.paused(), gcpause.resumed():
+            assert not gc.isenabled()  # the caller's own switch stands
+    finally:
+        gc.enable()
+
+    from scripted_judge import ScriptedJudge, support_answer
+
+    seen = []
+
+    def script(call, n):
+        seen.append(gc.isenabled())  # requests run with collection on
+        return support_answer(call)
+
+    score_run(candidates_frame(4), sources_frame(4), ScriptedJudge(script=script), out=tmp_path / "r", cache_dir=tmp_path / "c",
+              progress=False)
+    assert len(seen) == 4 and all(seen) and gc.isenabled()
+    with pytest.raises(UsageError):
+        score_run(candidates_frame(4), sources_frame(4), ScriptedJudge(script=script), limit=0, out=tmp_path / "r2",
+                  cache_dir=tmp_path / "c", progress=False)
+    assert gc.isenabled()
+
+
+def test_journal_lines_are_the_merged_records_json():
+    """A journal line is spliced from the record's own JSON (store.journal_line); it must be
+    `json_line({"key": key, **record})` byte for byte, for awkward records too."""
+    import math
+
+    import numpy as np
+
+    from memjudge.scoring.jsonl import json_line
+    from memjudge.scoring.store import journal_line
+
+    records = [
+        {"answer": {"verdict": "supported", "evidence": "a \u2028 \"b\" é \U0001f600"}, "usage": {"input_tokens": 3}, "latency_s": 0.1},
+        {"answer": {}, "judge_score": math.nan, "n": np.int64(3)},  # NaN and numpy: the lenient path
+        {"answer": {"facts": [{"fact_id": "f", "covered_by": ["a", "b"]}]}, "unanswered": {"g": "left out"}},
+        {"key": "not the key", "answer": {}},
+        {},
+    ]
+    for key in ("0" * 64, 'we"ird\\key\n'):
+        for rec in records:
+            assert journal_line(key, rec) == json_line({"key": key, **rec})

@@ -295,10 +295,15 @@ def test_support_renderer_splices_exactly_what_render_support_renders(tmp_path):
         for r in rubrics:
             render = r.support_renderer(source=source, persona_id=pid)
             for assertion, category, aid in items:
-                assert render(assertion, category, aid) == r.render_support(
+                prompt = render(assertion, category, aid)
+                assert prompt == r.render_support(
                     source=source, assertion=assertion, category=category, persona_id=pid, assertion_id=aid)
+                assert prompt.user.startswith(render.prefix)  # what the planner's key hashing relies on
 
     check()
+    # the built-in template's persona part (its source) comes before the item: a long prefix
+    prefix = rubrics[0].support_renderer(source="I moved to Zurich.", persona_id="p").prefix
+    assert prefix.startswith("SOURCE CONTENT") and "I moved to Zurich." in prefix and "<<<ASSERTION" not in prefix
     # hand-picked: markers to make inert, a sentinel look-alike, whitespace at the ends
     for r in rubrics:
         render = r.support_renderer(source=" <<<SOURCE x SOURCE>>> \x001\x00 ", persona_id="p")

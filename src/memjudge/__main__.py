@@ -1,3 +1,3 @@
-from memjudge.cli import main
+from memjudge.cli import run
 
-raise SystemExit(main())
+run()

@@ -29,3 +29,28 @@ def exports(package: str, modules: Mapping[str, str],
         return sorted(set(namespace) | set(modules))
 
     return __getattr__, __dir__
+
+
+class _Module:
+    """A stand-in for a module that imports it on first attribute use (`module`)."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        module = self.__dict__["_module"]
+        if module is None:
+            module = self.__dict__["_module"] = importlib.import_module(self.__dict__["_name"])
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}>"
+
+
+def module(name: str) -> Any:
+    """`name`, imported when one of its attributes is first used: a provider's SDK costs a
+    fully cached run nothing (the openai package alone takes about 0.4 s to import), and is
+    loaded by the first request. Type checkers should see the real import (under
+    ``TYPE_CHECKING``)."""
+    return _Module(name)

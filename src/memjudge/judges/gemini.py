@@ -19,12 +19,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-from google import genai
-from google.genai import errors, types
-
+from memjudge._util import lazy
 from memjudge.errors import UsageError
 from memjudge.judges.base import (
     Judge,
@@ -44,6 +41,16 @@ from memjudge.judges.base import (
     unreachable,
     verdict_log_odds,
 )
+
+if TYPE_CHECKING:
+    import httpx2
+    from google import genai
+    from google.genai import errors, types
+else:  # imported by the first request: a fully cached run never loads the SDK
+    httpx2 = lazy.module("httpx2")
+    genai = lazy.module("google.genai")
+    errors = lazy.module("google.genai.errors")
+    types = lazy.module("google.genai.types")
 
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"  # honoured by google-genai itself

@@ -2,7 +2,7 @@
 Ollama, llama.cpp, LM Studio) named by `base_url`, through the openai package's async client.
 
 One attempt per `generate` (max_retries=0; retry.py owns retrying). The request is the body
-`chat.completions.create` would send (posted as built, see _REQUEST_OPTIONS), whose response
+`chat.completions.create` would send (posted as built, see _request_options), whose response
 format follows `JudgeConfig.response_format`:
 
 - `json_schema`: the rubric's schema as a strict JSON-schema response format;
@@ -31,15 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-import openai
-from openai._base_client import make_request_options
-from openai.lib._parsing import type_to_response_format_param
-
+from memjudge._util import lazy
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import (
     RESPONSE_FORMATS,
@@ -61,6 +58,13 @@ from memjudge.judges.base import (
 )
 from memjudge.judges.rubrics import AnswerError, parse_json_answer
 
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+else:  # imported by the first request: a fully cached run never loads the SDK
+    httpx2 = lazy.module("httpx2")
+    openai = lazy.module("openai")
+
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's own default
@@ -76,7 +80,11 @@ _FINISH = {"stop": "stop", "length": "length", "content_filter": "safety"}
 # The request body goes out as built: `chat.completions.create()` would first walk it
 # against the SDK's TypedDicts (the rubric's JSON schema included), the largest CPU cost of
 # a request (bench/throughput.py). Same endpoint, auth, errors and timeout.
-_REQUEST_OPTIONS = make_request_options(security={"bearer_auth": True})
+@functools.cache
+def _request_options() -> Any:
+    from openai._base_client import make_request_options
+
+    return make_request_options(security={"bearer_auth": True})
 
 
 def _snippet(text: str) -> str:
@@ -171,6 +179,8 @@ class OpenAIJudge(Judge):
     def _schema_format(self, schema: type) -> dict[str, Any]:
         fmt = self._formats.get(schema)
         if fmt is None:
+            from openai.lib._parsing import type_to_response_format_param
+
             # The SDK's strict conversion (additionalProperties false, every key required).
             fmt = self._formats[schema] = type_to_response_format_param(schema)
         return fmt
@@ -309,7 +319,7 @@ class OpenAIJudge(Judge):
                 mode = self.mode
                 params = self.request_params(call, mode)
                 response = await self.client().post("/chat/completions", body=params, cast_to=httpx2.Response,
-                                                  options=_REQUEST_OPTIONS)
+                                                  options=_request_options())
             except openai.APIStatusError as exc:
                 if self._adapt(exc, params, mode):
                     continue

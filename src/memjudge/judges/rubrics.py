@@ -113,6 +113,21 @@ _ITEM_VARS = ("assertion", "category", "assertion_id")
 _SENTINEL = re.compile("\x00([0-9])\x00")
 
 
+class SupportRenderer:
+    """One persona's support prompts (`Rubric.support_renderer`): called with an item's
+    (assertion, category, assertion_id); `prefix` is text each user message it renders starts
+    with, so that what depends only on the persona (its cache-key hashing) is done once."""
+
+    __slots__ = ("_render", "prefix")
+
+    def __init__(self, render: Callable[[str, str, str], Prompt], prefix: str = ""):
+        self._render = render
+        self.prefix = prefix
+
+    def __call__(self, assertion: str, category: str, assertion_id: str) -> Prompt:
+        return self._render(assertion, category, assertion_id)
+
+
 # ---------------------------------------------------------------------------------------
 # JSON schema -> pydantic model (the subset rubric answers need)
 
@@ -241,7 +256,7 @@ class Rubric:
     def render_support(self, *, source: str, assertion: str, category: str = "", persona_id: str = "", assertion_id: str = "") -> Prompt:
         return self.render(source=source, assertion=assertion, category=category, persona_id=persona_id, assertion_id=assertion_id)
 
-    def support_renderer(self, *, source: str, persona_id: str = "") -> Callable[[str, str, str], Prompt]:
+    def support_renderer(self, *, source: str, persona_id: str = "") -> SupportRenderer:
         """`render_support` for one persona's items: ``f(assertion, category, assertion_id)``.
 
         The template is rendered once for the persona, with a sentinel in place of each item
@@ -250,37 +265,45 @@ class Rubric:
         Only when splicing is exact: every use of an item variable is a plain ``{{ name }}`` or
         ``{{ name | data }}`` output (one form per variable), the persona's text holds no NUL
         (the sentinels' character), and the item's values are strings. Otherwise each item is
-        rendered in full."""
+        rendered in full. Its `prefix` is text every user message it renders starts with (the
+        persona's part before the first item variable; "" when it renders in full)."""
         def full(assertion: str, category: str, assertion_id: str) -> Prompt:
             return self.render_support(source=source, assertion=assertion, category=category, persona_id=persona_id,
                                        assertion_id=assertion_id)
 
         forms = self._item_forms
         if forms is None or "\x00" in source or "\x00" in persona_id:
-            return full
+            return SupportRenderer(full)
         sentinels = {name: f"\x00{i}\x00" for i, name in enumerate(_ITEM_VARS)}
         system, user = self._templates
         try:
             raw = [t.render(source=source, persona_id=persona_id, **sentinels) for t in (system, user)]
         except TemplateError:
-            return full
+            return SupportRenderer(full)
         pieces = [_SENTINEL.split(text) for text in raw]   # odd positions: a variable's index
-        names = _ITEM_VARS
+        # How each variable's value is written, by its index (a sentinel's digit).
+        writers = [_data if forms.get(name) == "data" else None for name in _ITEM_VARS]
 
         def splice(parts: list[str], values: tuple[str, str, str]) -> str:
             out = list(parts)
             for k in range(1, len(out), 2):
-                out[k] = values[int(out[k])]
+                i = int(out[k])
+                write = writers[i]
+                out[k] = write(values[i]) if write is not None else values[i]
             return "".join(out).strip()
+
+        # A message without item variables is the same text for every item: one string, kept.
+        fixed = [p[0].strip() if len(p) == 1 else None for p in pieces]
 
         def spliced(assertion: str, category: str, assertion_id: str) -> Prompt:
             if type(assertion) is not str or type(category) is not str or type(assertion_id) is not str:
                 return full(assertion, category, assertion_id)
             given = (assertion, category, assertion_id)
-            values = tuple(_data(v) if forms.get(n) == "data" else v for n, v in zip(names, given))
-            return Prompt(system=splice(pieces[0], values), user=splice(pieces[1], values))  # type: ignore[arg-type]
+            return Prompt(system=fixed[0] if fixed[0] is not None else splice(pieces[0], given),
+                          user=fixed[1] if fixed[1] is not None else splice(pieces[1], given))
 
-        return spliced
+        first = pieces[1][0]
+        return SupportRenderer(spliced, first.strip() if len(pieces[1]) == 1 else first.lstrip())
 
     @functools.cached_property
     def _item_forms(self) -> dict[str, str] | None:
@@ -490,6 +513,6 @@ def evidence_found(evidence: str | None, source: str, *, normalised: bool = Fals
 
 
 __all__ = [
-    "AnswerError", "COVERAGE_FORMS", "KINDS", "Rubric", "VERDICTS", "builtin_names", "evidence_found",
+    "AnswerError", "COVERAGE_FORMS", "KINDS", "Rubric", "SupportRenderer", "VERDICTS", "builtin_names", "evidence_found",
     "list_entries", "load_rubric", "model_from_schema", "normalise_ws", "parse_json_answer", "rubric_from_toml",
 ]

@@ -17,11 +17,17 @@ import asyncio
 import hashlib
 import json
 import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from memjudge.errors import UsageError
 from memjudge.judges.base import Prompt, canonical_json
+
+# A string as canonical_json writes it (json.dumps with ensure_ascii=False writes every str
+# with this function), without json.dumps' per-call setup: the planner writes thousands.
+_json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 ENV_VAR = "MEMJUDGE_CACHE_DIR"
 KEY_VERSION = 1  # bump when the key's composition changes
@@ -54,15 +60,34 @@ class KeyMaker:
     """`cache_key` for the many prompts of one judge and rubric, equal to it key for key (the
     canonical JSON is written in sorted-key order: judge, prompt, replicate, rubric, v): the
     judge's and rubric's parts are written once, and each prompt is written and hashed once for
-    all its replicates."""
+    all its replicates.
+
+    `keys(..., user_prefix=)` names text the prompt's user message starts with and many prompts
+    share (a persona's source, rendered before its item): the hash of everything up to the end
+    of that text is computed once per (system, prefix) and continued with each prompt's rest.
+    That is the same digest because canonical JSON escapes a string character by character
+    (JSON of a + b is JSON of a, then of b, inside one pair of quotes) and sha256 is fed in
+    order; a prompt that does not start with its prefix is hashed whole."""
 
     def __init__(self, judge_identity: dict[str, Any], rubric_identity: dict[str, Any]):
         self._head = hashlib.sha256(('{"judge":' + canonical_json(judge_identity) + ',"prompt":').encode("utf-8"))
         self._tail = ',"rubric":' + canonical_json(rubric_identity) + f',"v":{KEY_VERSION}}}'
+        self._prefixed: dict[tuple[str, str], Any] = {}
 
-    def keys(self, prompt: Prompt, replicates) -> list[str]:
-        h = self._head.copy()
-        h.update(canonical_json({"system": prompt.system, "user": prompt.user}).encode("utf-8"))
+    def keys(self, prompt: Prompt, replicates, user_prefix: str = "") -> list[str]:
+        system, user = prompt.system, prompt.user
+        if user_prefix and user.startswith(user_prefix):
+            h = self._prefixed.get((system, user_prefix))
+            if h is None:
+                h = self._head.copy()
+                # without the closing quote: the rest of the message continues the string
+                h.update(f'{{"system":{_json_string(system)},"user":{_json_string(user_prefix)[:-1]}'.encode())
+                self._prefixed[(system, user_prefix)] = h
+            h = h.copy()
+            h.update(f'{_json_string(user[len(user_prefix):])[1:]}}}'.encode())
+        else:
+            h = self._head.copy()
+            h.update(f'{{"system":{_json_string(system)},"user":{_json_string(user)}}}'.encode())
         out = []
         for r in replicates:
             g = h.copy()
@@ -70,6 +95,18 @@ class KeyMaker:
             out.append(g.hexdigest())
         return out
 
+
+def _decoded(value: Any) -> dict | None:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, json.JSONDecodeError, RecursionError):
+        return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
+
+
+# Keys per query: SQLite's limit of host parameters was 999 before 3.32.
+_CHUNK = 900
 
 # Settings that make the cache keep everything; persisted by diskcache in the cache's Settings table.
 SETTINGS = {"eviction_policy": "none", "size_limit": 2**62, "cull_limit": 0}
@@ -92,21 +129,19 @@ class AnswerCache:
     # -- sync -----------------------------------------------------------------------------
 
     def get(self, key: str) -> dict | None:
-        value = self._cache.get(key)
-        if value is None:
-            return None
-        try:
-            return json.loads(value)
-        except (TypeError, json.JSONDecodeError, RecursionError):
-            return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
+        return _decoded(self._cache.get(key))
 
     def get_many(self, keys) -> dict[str, dict]:
-        out = {}
-        for k in keys:
-            v = self.get(k)
-            if v is not None:
-                out[k] = v
-        return out
+        stored = list(self._stored(list(keys), values=True))
+        # One parse of every stored text as one JSON array (thousands of answers at half the
+        # cost); each text alone when that fails or does not give one answer per text.
+        try:
+            whole = json.loads("[" + ",".join(value for _, value in stored) + "]") if stored else []
+        except (TypeError, json.JSONDecodeError, RecursionError):
+            whole = None
+        if whole is None or len(whole) != len(stored) or any(type(rec) is not dict for rec in whole):
+            whole = [_decoded(value) for _, value in stored]
+        return {k: rec for (k, _), rec in zip(stored, whole) if rec is not None}
 
     def set(self, key: str, record: dict) -> None:
         text = canonical_json(record, allow_nan=False)
@@ -120,9 +155,54 @@ class AnswerCache:
                 self.set(key, record)
 
     def missing(self, keys) -> list[str]:
-        """The keys that have no entry (one transaction: a resumed run checks thousands)."""
-        with self._cache.transact():
-            return [k for k in keys if k not in self._cache]
+        """The keys that have no entry (a resumed run checks thousands)."""
+        keys = list(keys)
+        have = {k for k, _ in self._stored(keys, values=False)}
+        return [k for k in keys if k not in have]
+
+    def _stored(self, keys: list[str], *, values: bool):
+        """(key, stored text or None) of each key with an entry: one SQLite query per
+        `_CHUNK` keys, as diskcache's own fast path reads one (`Cache.get` when neither
+        statistics nor an eviction policy must be updated, which SETTINGS guarantees), rather
+        than one query per key. Any other cache, or a table diskcache laid out otherwise, is
+        read key by key through diskcache itself."""
+        cache = self._cache
+        if cache.statistics or cache.eviction_policy != "none" or any(type(k) is not str for k in keys):
+            yield from self._stored_one_by_one(keys, values=values)
+            return
+        from diskcache.core import MODE_RAW
+
+        disk = cache._disk
+        what = "key, mode, filename, value" if values else "key, NULL, NULL, NULL"
+        found = []
+        try:
+            for i in range(0, len(keys), _CHUNK):
+                chunk = keys[i:i + _CHUNK]
+                found += cache._sql(f"SELECT {what} FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(chunk))})"
+                                    " AND (expire_time IS NULL OR expire_time > ?)", (*chunk, time.time())).fetchall()
+        except sqlite3.OperationalError:
+            yield from self._stored_one_by_one(keys, values=values)
+            return
+        for key, mode, filename, value in found:
+            if not values:
+                yield key, None
+            elif mode == MODE_RAW and type(value) is str:  # what Disk.fetch returns for it, without the call
+                yield key, value
+            else:
+                try:
+                    yield key, disk.fetch(mode, filename, value, False)
+                except OSError:  # removed meanwhile (diskcache reads it as a miss)
+                    continue
+
+    def _stored_one_by_one(self, keys: list[str], *, values: bool):
+        missing = object()
+        for k in keys:
+            if values:
+                value = self._cache.get(k, missing)
+                if value is not missing:
+                    yield k, value
+            elif k in self._cache:
+                yield k, None
 
     def __contains__(self, key: str) -> bool:
         return key in self._cache

@@ -35,6 +35,7 @@ import pandas as pd
 from pydantic import ConfigDict
 
 from memjudge import formats as io
+from memjudge._util import gcpause
 from memjudge._util.aio import run_sync
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeConfig
@@ -237,6 +238,30 @@ def score_run(
     if facts is not None and rub.kind != "coverage":
         raise UsageError(f"--facts is for the coverage rubric, not {rub.name!r}")
 
+    with gcpause.paused():
+        cands, srcs, fact_df, cand_label, src_label, read_as = _read_inputs(candidates, sources, facts, limit)
+
+    the_judge, owned = resolve_judge(judge, **judge_kw)
+    settings = RunSettings(
+        replicates=replicates, out=out, cache_dir=cache_dir, use_cache=run.use_cache, dry_run=dry_run, progress=progress,
+        parquet=run.parquet, write=run.write, argv=run.argv, echo=run.echo,
+        # a former judges_file= beside a Judge is recorded as it was (a JudgeConfig says what it read)
+        judges_file=the_judge.config.judges_file or judge_kw.get("judges_file"),
+        batch=batch_settings,
+        read_as=read_as, inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
+    )
+    closer = _Closer(the_judge if owned else None)
+    try:
+        with gcpause.paused():  # resumed around the requests (_score)
+            return _score(the_judge, rub, cands, srcs, fact_df, settings, closer, t_start)
+    finally:
+        if closer.judge is not None:
+            run_sync(closer.close())
+
+
+def _read_inputs(candidates, sources, facts, limit: int | None):
+    """(candidates, sources, facts or None, how candidates and sources are named, how each
+    input was read), checked: every candidate's persona has a source."""
     cands, cand_label = read_input(candidates, io.read_candidates, "candidates", keep_line=True)
     srcs, src_label = read_input(sources, io.read_sources, "sources")
     read_as = {"candidates": io.describe_input(candidates, cands), "sources": io.describe_input(sources, srcs)}
@@ -251,22 +276,7 @@ def score_run(
     if facts is not None:
         fact_df, _ = read_input(facts, io.read_facts, "facts")
         read_as["facts"] = io.describe_input(facts, fact_df)
-
-    the_judge, owned = resolve_judge(judge, **judge_kw)
-    settings = RunSettings(
-        replicates=replicates, out=out, cache_dir=cache_dir, use_cache=run.use_cache, dry_run=dry_run, progress=progress,
-        parquet=run.parquet, write=run.write, argv=run.argv, echo=run.echo,
-        # a former judges_file= beside a Judge is recorded as it was (a JudgeConfig says what it read)
-        judges_file=the_judge.config.judges_file or judge_kw.get("judges_file"),
-        batch=batch_settings,
-        read_as=read_as, inputs={"candidates": cand_label, "sources": src_label, "facts": str(facts) if isinstance(facts, (str, os.PathLike)) else (None if facts is None else "<facts DataFrame>")},
-    )
-    closer = _Closer(the_judge if owned else None)
-    try:
-        return _score(the_judge, rub, cands, srcs, fact_df, settings, closer, t_start)
-    finally:
-        if closer.judge is not None:
-            run_sync(closer.close())
+    return cands, srcs, fact_df, cand_label, src_label, read_as
 
 
 class _Closer:
@@ -347,14 +357,15 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         batch_report = None
         stopped: RunStopped | None = None
         try:
-            if s.batch is not None:
-                from memjudge.scoring.batch.runner import run_batch
+            with gcpause.resumed():
+                if s.batch is not None:
+                    from memjudge.scoring.batch.runner import run_batch
 
-                # Also without pending calls: jobs of an earlier run may still be open.
-                batch_report = run_sync(closer.after(store.finishing(run_batch(
-                    judge, pending, out_dir, s.batch, check=check, store=store, tally=tally, online=online, progress=s.progress))))
-            elif pending:
-                run_sync(closer.after(store.finishing(online.run(pending, progress_total=len(tasks), progress_done=len(tasks) - len(pending)))))
+                    # Also without pending calls: jobs of an earlier run may still be open.
+                    batch_report = run_sync(closer.after(store.finishing(run_batch(
+                        judge, pending, out_dir, s.batch, check=check, store=store, tally=tally, online=online, progress=s.progress))))
+                elif pending:
+                    run_sync(closer.after(store.finishing(online.run(pending, progress_total=len(tasks), progress_done=len(tasks) - len(pending)))))
         except RunStopped as e:  # the rows are still written (below), then the error stands
             stopped = e
             for t in pending:

@@ -8,14 +8,18 @@ import json
 
 from memjudge import formats as io
 
+# json.dumps(..., ensure_ascii=False, allow_nan=False), made once: json.dumps builds an encoder
+# per call when given options, a cost a run pays per line (journal and labels).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
 
 def json_line(row: dict) -> str:
     """One JSONL line; the plain json fast path, then NaN as null and other values of extra
     columns (numpy scalars, Parquet timestamps, decimals) as their JSON or ISO/text form."""
     try:
-        return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
+        return _ENCODER.encode(row) + "\n"
     except (TypeError, ValueError):
-        return json.dumps(lenient(row), ensure_ascii=False, allow_nan=False) + "\n"
+        return _ENCODER.encode(lenient(row)) + "\n"
 
 
 def lenient(obj):

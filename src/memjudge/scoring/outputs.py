@@ -36,26 +36,32 @@ EXTRA_COVERAGE_COLUMNS = ["cached", "judge_score", "candidate_scores"]
 
 def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubric, found: bool | None, extras: dict) -> dict:
     """One row of labels.jsonl; `found` is `evidence_found` of the answer's quote in the source."""
+    return _label_row(item, replicate, task, (judge.spec, rubric.id, bool(getattr(judge, "simulated", False))), found, extras)
+
+
+def _label_row(item: dict, replicate: int, task: Task, run: tuple[str, str, bool], found: bool | None, extras: dict) -> dict:
+    # `run`: (judge spec, rubric id, simulated), the same on every row of the run
     rec = task.record
-    a = rec["answer"] if rec else {}
-    evidence = a.get("evidence") if rec else None
-    row = {
-        "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
-        "judge": judge.spec, "rubric": rubric.id, "replicate": replicate,
-        "verdict": a.get("verdict") if rec else None,
-        "judge_score": rec.get("judge_score") if rec else None,
-        "evidence": evidence,
-        "evidence_found": found if rec else None,
-        "rationale": a.get("rationale") if rec else None,
-        "error": None if rec else task.error,
-        "cached": task.origin in ("journal", "cache") if rec else False,
-        "usage": rec.get("usage") if rec else task.usage,
-        "latency_s": rec.get("latency_s") if rec else task.latency_s,
-        "finish_reason": rec.get("finish_reason") if rec else task.finish_reason,
-        "model_version": rec.get("model_version") if rec else task.model_version,
-        "simulated": bool(getattr(judge, "simulated", False)),
-    }
-    row.update(extras)
+    if rec is not None:
+        a = rec["answer"]
+        row = {
+            "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
+            "judge": run[0], "rubric": run[1], "replicate": replicate,
+            "verdict": a.get("verdict"), "judge_score": rec.get("judge_score"), "evidence": a.get("evidence"),
+            "evidence_found": found, "rationale": a.get("rationale"), "error": None,
+            "cached": task.origin in ("journal", "cache"), "usage": rec.get("usage"), "latency_s": rec.get("latency_s"),
+            "finish_reason": rec.get("finish_reason"), "model_version": rec.get("model_version"), "simulated": run[2],
+        }
+    else:
+        row = {
+            "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
+            "judge": run[0], "rubric": run[1], "replicate": replicate,
+            "verdict": None, "judge_score": None, "evidence": None, "evidence_found": None, "rationale": None,
+            "error": task.error, "cached": False, "usage": task.usage, "latency_s": task.latency_s,
+            "finish_reason": task.finish_reason, "model_version": task.model_version, "simulated": run[2],
+        }
+    if extras:
+        row.update(extras)
     return row
 
 
@@ -97,17 +103,50 @@ class _EvidenceFound:
         self.plan = plan
         self.by_key: dict[str, bool | None] = {}
         self.sources: dict[str, str] = {}
+        # (persona, quote) -> found: a persona's answers often quote the same words
+        self.by_quote: dict[tuple[str, str], bool | None] = {}
 
     def __call__(self, key: str, persona: str) -> bool | None:
         if key in self.by_key:
             return self.by_key[key]
         rec = self.plan.tasks[key].record
-        source = self.sources.get(persona)
-        if source is None:
-            source = self.sources[persona] = normalise_ws(self.plan.source_of[persona])
-        found = evidence_found(rec["answer"].get("evidence"), source, normalised=True) if rec else None
+        if rec is None:
+            found = None
+        else:
+            evidence = rec["answer"].get("evidence")
+            quote = (persona, evidence) if type(evidence) is str else None
+            if quote is not None and quote in self.by_quote:
+                found = self.by_quote[quote]
+            else:
+                source = self.sources.get(persona)
+                if source is None:
+                    source = self.sources[persona] = normalise_ws(self.plan.source_of[persona])
+                found = evidence_found(evidence, source, normalised=True)
+                if quote is not None:
+                    self.by_quote[quote] = found
         self.by_key[key] = found
         return found
+
+
+_TEXT_TYPES = {str, type(None)}
+
+
+def rows_frame(rows: list[dict], front: list[str]) -> pd.DataFrame:
+    """`pd.DataFrame(rows)` with the `front` columns first (the others after them, as first
+    seen) and text as objects (`text_as_objects`), built column by column: a column of text
+    (str or None throughout: most of a label row) goes in as objects as it is, rather than
+    through pandas' string inference and back; the others are inferred by pandas as before."""
+    if not rows:
+        return pd.DataFrame(columns=front)
+    keys = rows[0].keys()
+    if any(row.keys() != keys for row in rows):  # rows of different shapes: pandas aligns them
+        return io.text_as_objects(_order_columns(pd.DataFrame(rows), front))
+    names = [c for c in front if c in keys] + [c for c in keys if c not in front]
+    columns = {c: [row[c] for row in rows] for c in names}
+    text = {c for c, values in columns.items() if set(map(type, values)) <= _TEXT_TYPES}
+    others = [c for c in names if c not in text]
+    inferred = io.text_as_objects(pd.DataFrame(list(zip(*(columns[c] for c in others))), columns=others)) if others else None
+    return pd.DataFrame({c: pd.Series(columns[c], dtype=object) if c in text else inferred[c] for c in names})  # type: ignore[index]
 
 
 def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[dict]]:
@@ -116,7 +155,8 @@ def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | Non
     if rub.kind == "support":
         cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS
         found = _EvidenceFound(plan)
-        rows = [label_row(item, r, tasks[key], judge, rub, found(key, item["persona_id"]), extras)
+        run = (judge.spec, rub.id, bool(getattr(judge, "simulated", False)))
+        rows = [_label_row(item, r, tasks[key], run, found(key, item["persona_id"]), extras)
                 for key, item, r, extras in plan.slots]
         if plan.derived_replicates:
             # The replicate each row's answer was asked as; null where it is the row's own.
@@ -124,7 +164,7 @@ def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | Non
                 asked = tasks[key].call.replicate
                 row[REPLICATE_OF] = asked if asked != r else None
             cols = cols + [REPLICATE_OF]
-        labels = io.text_as_objects(_order_columns(pd.DataFrame(rows), cols) if rows else pd.DataFrame(columns=cols))
+        labels = rows_frame(rows, cols)
         if plan.derived_replicates:
             labels[REPLICATE_OF] = pd.array([row[REPLICATE_OF] for row in rows], dtype="Int64")
         return labels, None, rows
@@ -197,5 +237,5 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
     io.write_json(out_dir / "config.json", json.loads(redact(io.dumps(config))))
 
 
-__all__ = ["EXTRA_COVERAGE_COLUMNS", "EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "coverage_rows", "file_digest", "label_row", "make_rows", "to_parquet",
+__all__ = ["EXTRA_COVERAGE_COLUMNS", "EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "coverage_rows", "file_digest", "label_row", "make_rows", "rows_frame", "to_parquet",
            "write_outputs"]

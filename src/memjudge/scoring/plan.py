@@ -109,20 +109,23 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
     former = [KeyMaker(ident, rub.cache_identity()) for ident in judge.former_call_identities(rub.kind)]
     tasks, slots, source_of = plan.tasks, plan.slots, plan.source_of
     extras_cols = list(extra_names)
+    rubric_id, schema = rub.id, rub.model
 
-    def add(call_prompt: Prompt, key: str, item: dict, r: int, fields: dict | None = None) -> str:
+    def add(call_prompt: Prompt, key: str, item: dict, r: int, fields: dict | None = None, prefix: str = "") -> str:
         if key not in tasks:
-            tasks[key] = Task(JudgeCall(key=key, rubric=rub.id, prompt=call_prompt, schema=rub.model, replicate=r, item=item,
+            tasks[key] = Task(JudgeCall(key=key, rubric=rubric_id, prompt=call_prompt, schema=schema, replicate=r, item=item,
                                         fields=fields or {}))
             if former:
-                plan.former_keys[key] = [k.keys(call_prompt, [r])[0] for k in former]
+                plan.former_keys[key] = [k.keys(call_prompt, [r], prefix)[0] for k in former]
         return key
 
     if rub.kind == "support":
-        cols = ["persona_id", "assertion_id", "category", "text"] + extras_cols
         asked = [0] if derived else list(range(replicates))
         renderers: dict = {}
-        for values in cands[cols].itertuples(index=False, name=None):
+        # The readers made the first four columns text (tolist: one conversion, not one per
+        # value); extra columns yield what itertuples would.
+        columns = [cands[c].tolist() for c in ("persona_id", "assertion_id", "category", "text")] + [cands[c] for c in extras_cols]
+        for values in zip(*columns):
             pid, aid, cat, text = values[:4]
             extras = {extra_names[c]: v for c, v in zip(extras_cols, values[4:])}
             render = renderers.get(pid)
@@ -131,10 +134,10 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
             prompt = render(text, cat, aid)
             item = {"assertion_id": aid, "persona_id": pid, "category": cat}
             fields = {"source": source_of[pid], "assertion": text, "category": cat}
-            item_keys = keys.keys(prompt, asked)
+            item_keys = keys.keys(prompt, asked, render.prefix)
             for r in range(replicates):
                 a = 0 if derived else r
-                slots.append((add(prompt, item_keys[a], item, a, fields), item, r, extras))
+                slots.append((add(prompt, item_keys[a], item, a, fields, render.prefix), item, r, extras))
     else:
         by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
         facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}
