@@ -40,6 +40,7 @@ def test_demo_pipeline_writes_every_part_and_the_report(tmp_path, monkeypatch):
     assert any("AUC" in line and f"{quality['auc']:.3f}" in line for line in md.splitlines())
     # The demo's judge reads the premise check (its sources are first-person notes), and says so.
     assert quality["calibration"]["options"] == demo_mod.LOCAL_OPTIONS == {"check": True}
+    assert quality["calibration"]["personas"] == demo_mod.calibration_personas(5) == 3
     assert "(rubric prompt with the premise check) separates supported from unsupported" in md
     noise = json.loads((tmp_path / "demo" / "noise.json").read_text())
     flip = {j["judge"]: j for j in noise["judges"]}
@@ -73,7 +74,7 @@ def _check_coverage(out, res, demo_mod, md):
     """The embedded judge's coverage of a subset of personas, against the construction map."""
     q = json.loads((out / "coverage_judge.json").read_text())
     truth = pd.read_json(out / "corpus" / "facts.jsonl", lines=True, dtype={"persona_id": str})
-    chosen = sorted(truth["persona_id"].unique())[:demo_mod.COVERAGE_PERSONAS]
+    chosen = sorted(truth["persona_id"].unique())[:demo_mod.coverage_personas_of(res.personas)]
     assert q["personas"] == chosen and q["personas_total"] == res.personas
     assert q["facts_judged"] == int(truth["persona_id"].isin(chosen).sum()) == q["n_facts"] + q["facts_unanswered"]
     assert q["rubric"].startswith("coverage-fact@") and -1 <= q["pairs"]["cohen_kappa"] <= 1
@@ -159,6 +160,16 @@ def _check_simulated_gold(out, res, demo_mod):
     assert "Faithfulness, PPI++ (%)" in md and "](fig_ppi_forest.png)" in md
 
 
+def test_demo_sizes_its_calibration_sample_and_coverage_subset_to_the_corpus():
+    """The calibration sample has as many other personas as the corpus, at most 3; coverage is
+    judged on a fifth of the personas, rounded up, at most 2 (the default demo: 3 and 2)."""
+    from memjudge import demo as demo_mod
+
+    assert [demo_mod.calibration_personas(n) for n in (2, 3, 4, 10, 50)] == [2, 3, 3, 3, 3]
+    assert [demo_mod.coverage_personas_of(n) for n in (2, 5, 6, 10, 11, 50)] == [1, 1, 2, 2, 2, 2]
+    assert demo_mod.coverage_personas_of(demo_mod.DEFAULT_PERSONAS) == demo_mod.COVERAGE_PERSONAS == 2
+
+
 def test_demo_rejects_too_few_personas(cli, tmp_path):
     r = cli("demo", "--personas", "1", "--out", tmp_path / "d")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "at least 2 personas" in r.stderr
@@ -188,6 +199,10 @@ def test_demo_end_to_end_with_the_real_model(model_demo, cli):
     assert "flip rate zero by construction, not measured" in (out / "report.md").read_text()
     quality = json.loads((out / "local_judge.json").read_text())
     assert quality["n"] == n
+    # The smaller demo's calibration sample is no larger than its corpus; a fifth of it is judged for coverage.
+    assert quality["calibration"]["personas"] == 2 and "a simulated-gold sample of 2 other personas" in r.stdout
+    coverage = json.loads((out / "coverage_judge.json").read_text())
+    assert coverage["personas"] == ["p001"] and coverage["table1_coverage"] == "construction map"
     _check_schemas(out)
     # A rerun asks the model nothing and says so.
     again = cli(*model_demo.argv, env={"MEMJUDGE_CACHE_DIR": str(model_demo.cache)}, timeout=3000)

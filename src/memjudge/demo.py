@@ -21,7 +21,8 @@ Everything lands in one run directory (default `runs/demo/`):
     calibration_sample/   the threshold's calibration sample: the embedded judge's run on other personas
     local/                the embedded judge's scoring run (labels.jsonl, config.json, summary.json)
     labels.jsonl          labels of every judge (embedded + simulated), the input of the analyses
-    coverage_local/       the embedded judge's coverage run (per-fact rubric) on the first COVERAGE_PERSONAS personas
+    coverage_local/       the embedded judge's coverage run (per-fact rubric) on the first personas
+                          (a fifth of them, rounded up, at most COVERAGE_PERSONAS)
     coverage_judge.json   its coverage labels against the corpus's construction map: agreement, κ (pairs, by
                           category; facts), coverage rates, and what Table 1's estimated coverage rests on
     coverage.jsonl        the fact -> assertion map of Table 1: the judge's when it judged every persona, else the
@@ -64,7 +65,9 @@ SIM_JUDGES = ("paper", "strict", "noisy")
 REPLICATES = 2
 GOLD_SAMPLE = 100  # simulated hand labels: the corpus's truth on a uniform sample of this many assertions
 # The embedded judge's threshold for this domain is calibrated (`memjudge calibrate`) on a small
-# simulated-gold sample of other personas (another seed), never on the corpus it then judges.
+# simulated-gold sample of other personas (another seed), never on the corpus it then judges:
+# CALIBRATION_PERSONAS of them, never more than the corpus has (the smaller demo's sample is no
+# larger than what it judges).
 CALIBRATION_PERSONAS = 3
 CALIBRATION_SEED_OFFSET = 1000
 CALIBRATION_TARGET = "accuracy"
@@ -77,6 +80,19 @@ CALIBRATION_TARGET = "accuracy"
 # coverage rests on the judge's labels; else on the construction map, and the report says which.
 COVERAGE_RUBRIC = "coverage-fact"
 COVERAGE_PERSONAS = 2
+# With the default size: a fifth of the personas (rounded up), at most COVERAGE_PERSONAS. A fact costs
+# the judge about what two candidates do, so coverage stays a fixed share of the demo's time.
+COVERAGE_SHARE = 5
+
+
+def calibration_personas(personas: int) -> int:
+    """How many other personas the threshold is calibrated on, for a corpus of `personas`."""
+    return min(CALIBRATION_PERSONAS, personas)
+
+
+def coverage_personas_of(personas: int) -> int:
+    """How many personas' facts the embedded judge labels for coverage, for a corpus of `personas`."""
+    return min(COVERAGE_PERSONAS, -(-personas // COVERAGE_SHARE))
 
 
 @dataclass
@@ -95,24 +111,25 @@ class DemoResult:
         return d
 
 
-def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say) -> tuple[object, dict]:
-    """Score a small simulated-gold sample of other personas with the embedded judge, pick its
-    threshold there with `memjudge calibrate`, and return the judge at that threshold."""
+def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say,
+                     personas: int = CALIBRATION_PERSONAS) -> tuple[object, dict]:
+    """Score a small simulated-gold sample of `personas` other personas with the embedded judge,
+    pick its threshold there with `memjudge calibrate`, and return the judge at that threshold."""
     from memjudge.judges import make_judge
     from memjudge.scoring.engine import score_run
     from memjudge.simulation import simulate
     from memjudge.stats.thresholds import calibrate
 
     cal_seed = seed + CALIBRATION_SEED_OFFSET
-    sample = simulate(preset="paper", seed=cal_seed, personas=CALIBRATION_PERSONAS, config=scale)
+    sample = simulate(preset="paper", seed=cal_seed, personas=personas, config=scale)
     res = score_run(sample.candidates, sample.sources, judge, replicates=1, out=out / "calibration_sample" / "local",
                     cache_dir=cache_dir, progress=False)
     cal = calibrate(res.labels, sample.labels, LOCAL_JUDGE, target=CALIBRATION_TARGET)
     info = {"threshold": cal.threshold, "target": CALIBRATION_TARGET, "options": LOCAL_OPTIONS, "n": cal.n,
-            "n_unsupported": cal.n_unsupported, "personas": CALIBRATION_PERSONAS, "seed": cal_seed,
+            "n_unsupported": cal.n_unsupported, "personas": personas, "seed": cal_seed,
             "packaged_threshold": judge.threshold, "packaged_category_thresholds": judge.category_thresholds}
     say(f"      threshold {cal.threshold:+.2f} calibrated on a simulated-gold sample ({cal.n} candidates of "
-        f"{CALIBRATION_PERSONAS} other personas, seed {cal_seed}, target {CALIBRATION_TARGET}); packaged "
+        f"{personas} other personas, seed {cal_seed}, target {CALIBRATION_TARGET}); packaged "
         f"{_thresholds_text(info)}")
     return make_judge(LOCAL_JUDGE, options={**LOCAL_OPTIONS, "threshold": cal.threshold}), info
 
@@ -189,7 +206,11 @@ def _coverage_local(judge, corpus, out: Path, personas: int | None, cache_dir, p
 
 
 def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_dir=None, progress: bool = True,
-         echo: Callable[[str], None] | None = print, coverage_personas: int | None = COVERAGE_PERSONAS) -> DemoResult:
+         echo: Callable[[str], None] | None = print, coverage_personas: int | None | str = "auto") -> DemoResult:
+    """The demo, as `memjudge demo` runs it (module docstring). `personas`: the corpus's size (default
+    DEFAULT_PERSONAS, at least 2); the calibration sample has as many other personas, at most
+    CALIBRATION_PERSONAS. `coverage_personas`: how many personas' facts the embedded judge labels for
+    coverage ("auto": `coverage_personas_of(personas)`; None: every persona)."""
     from memjudge.comparison import compare
     from memjudge.comparison.robustness import robustness
     from memjudge.formats import frame_records, write_json, write_jsonl
@@ -206,6 +227,10 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     if n < 2:
         raise UsageError(f"the demo needs at least 2 personas (cross-validation by persona), got {n}")
     folds = min(5, n)  # persona-grouped folds: never more folds than personas
+    if isinstance(coverage_personas, str) and coverage_personas != "auto":
+        raise UsageError(f"coverage_personas must be a number, None (every persona) or \"auto\", got {coverage_personas!r}")
+    n_coverage = coverage_personas_of(n) if isinstance(coverage_personas, str) else coverage_personas
+    n_cal = calibration_personas(n)
     out = Path(out)
     seconds: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -231,8 +256,8 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     # 3. Calibrate the embedded judge's threshold on a simulated-gold sample of other personas,
     # then score with it (progress bar), then the simulated judges.
     t = time.perf_counter()
-    say(f"[3/6] calibrating {LOCAL_JUDGE} on a simulated-gold sample of {CALIBRATION_PERSONAS} other personas ...")
-    judge, calibration = _calibrate_local(judge, seed, out, scale, cache_dir, say)
+    say(f"[3/6] calibrating {LOCAL_JUDGE} on a simulated-gold sample of {n_cal} other personas ...")
+    judge, calibration = _calibrate_local(judge, seed, out, scale, cache_dir, say, n_cal)
     say(f"      scoring {s['candidates']} candidates with {LOCAL_JUDGE} on the CPU (temperature 0: replicate 1 "
         "copies replicate 0) ...")
     result = score_run(corpus.candidates, corpus.sources, judge, replicates=REPLICATES, out=out / "local",
@@ -259,7 +284,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     # concatenation and come back as nulls, so they do not decide the column's dtype.
     labels = pd.concat([f.dropna(axis=1, how="all") for f in frames], ignore_index=True).reindex(columns=columns)
     write_jsonl(out / "labels.jsonl", frame_records(labels))
-    table1_coverage, coverage_info = _coverage_local(judge, corpus, out, coverage_personas, cache_dir, progress, say)
+    table1_coverage, coverage_info = _coverage_local(judge, corpus, out, n_coverage, cache_dir, progress, say)
     seconds["coverage_local"] = coverage_info["seconds"]
     write_json(out / "coverage_judge.json", coverage_info)
     write_jsonl(out / "coverage.jsonl", frame_records(table1_coverage))
