@@ -89,6 +89,9 @@ class HashScoringJudge(Judge):
     def load_all(self):
         return None
 
+    def weights_path(self):
+        return None
+
     @property
     def coverage_threshold(self) -> float:
         return float(self.config.options.get("coverage_threshold", 0.0))

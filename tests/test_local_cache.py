@@ -167,3 +167,16 @@ def test_coverage_answers_reread_at_another_coverage_threshold(model, tmp_path):
     assert model.calls == 0 and low.summary.requested == 0
     assert [sorted(x) for x in low.coverage.covered_by] == [["a1", "a2", "a3", "a4"]] * 2
     assert list(low.coverage.judge_score) == list(same.coverage.judge_score) == [1.5, -2.0]
+
+
+def test_a_rerun_from_the_cache_never_loads_the_model(model, tmp_path, monkeypatch):
+    """The model loads at the first call that needs it: a rerun whose every answer is cached (as
+    `memjudge demo`'s second run, which only verifies the weights first) never pays for the load."""
+    loads: list[str] = []
+    monkeypatch.setattr(L.LocalJudge, "ensure_loaded", lambda self, context="main": loads.append(context) or model)
+    first = _support(tmp_path, tmp_path / "cache", _judge())
+    assert first.summary.requested == len(ASSERTIONS) and set(loads) == {"main", "check"}
+    loads.clear()
+    again = _support(tmp_path, tmp_path / "cache", _judge(), out="again")
+    assert again.summary.requested == 0 and again.summary.cached == len(ASSERTIONS) and loads == []
+    assert again.labels["verdict"].tolist() == first.labels["verdict"].tolist()

@@ -235,12 +235,13 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     seconds: dict[str, float] = {}
     t_all = time.perf_counter()
 
-    # 1. The judge first: a missing [local] install is a one-line error before any work.
+    # 1. The judge first: a missing [local] install or damaged weights are a one-line error before
+    # any work. The model itself loads at its first call, so a rerun from the cache never loads it.
     judge = make_judge(LOCAL_JUDGE, options=LOCAL_OPTIONS)
     t = time.perf_counter()
-    say(f"[1/6] embedded judge {LOCAL_JUDGE}: verifying the weights and loading the model ...")
-    judge.load_all()
-    seconds["load_model"] = time.perf_counter() - t
+    say(f"[1/6] embedded judge {LOCAL_JUDGE}: verifying the weights ...")
+    judge.weights_path()
+    seconds["verify_model"] = time.perf_counter() - t
 
     # 2. A corpus with known truth.
     t = time.perf_counter()

@@ -519,12 +519,18 @@ class LocalJudge(Judge):
         `context` "check": the same weights with a KV cache of their own, for the premise check."""
         if context in self._models:
             return self._models[context]
-        path = packaged_model_path(self.packaged.name) if self.packaged else self._path
+        path = self.weights_path()
         opts = self.config.options
         model = load_model(path, context=context, n_ctx=int(opts.get("n_ctx", 8192)), n_threads=opts.get("n_threads"),
                            n_batch=int(opts.get("n_batch", 512)))
         self._models[context] = model
         return model
+
+    def weights_path(self) -> Path:
+        """The model's GGUF file, verified (packaged weights: joined from their packages on first use),
+        without loading it: a missing or damaged file is a one-line error before any work, and a run
+        whose every answer is cached never pays for the load."""
+        return packaged_model_path(self.packaged.name) if self.packaged else self._path
 
     def load_all(self) -> None:
         """Load every context this judge's options read (the check's too), so that no load time

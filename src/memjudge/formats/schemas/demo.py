@@ -11,9 +11,9 @@ from memjudge.formats.schemas.common import Json, Num, Strict, described
 class DemoSeconds(Strict):
     """Wall seconds of each step (a cached rerun's are seconds in all)."""
 
-    load_model: float
+    verify_model: float = described("verifying the weights (the model loads at its first call, inside score_local)")
     simulate: float
-    score_local: float = described("calibrating and scoring with the embedded judge")
+    score_local: float = described("calibrating and scoring with the embedded judge (the model's load included)")
     coverage_local: float
     noise_agreement: float
     compare_robustness: float
