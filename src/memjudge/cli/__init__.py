@@ -69,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-
 def run() -> NoReturn:
     """The `memjudge` program (`python -m memjudge`, the console script): `main()`, then exit.
 

@@ -87,7 +87,7 @@ def reuse_answers(tasks: dict[str, Task], journal: dict[str, dict], cache: Answe
         missing = [k for k, t in tasks.items() if t.record is None]
         for key, rec in cache.get_many(missing).items():
             tasks[key].record, tasks[key].origin = rec, "cache"
-    found = _reuse_former(tasks, journal, cache, former_keys or {}, sync_cache) if former_keys else 0
+    found = _reuse_former(tasks, journal, cache, former_keys, sync_cache) if former_keys else 0
     if reread is not None:
         for task in tasks.values():
             if task.record is not None:
