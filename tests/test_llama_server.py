@@ -83,7 +83,10 @@ class LlamaServer:
 
     def start(self, timeout_s: float = 600) -> None:
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
+            # As docs/servers.md advises for a CPU server: OpenMP's threads sleep between evaluations
+            # instead of spinning (the embedded judge sets the same for itself).
+            env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -801,6 +801,30 @@ def test_the_rubric_prompt_gets_its_source_and_assertion_so_evaluation_restarts_
     assert by.loc["sup", "judge_score"] == pytest.approx(0.8 + 0.5) and by.loc["contra", "judge_score"] == pytest.approx(-1.5)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed")
+@pytest.mark.parametrize("given, spincount", [(None, "0"), ("ACTIVE", None)])
+def test_llama_cpp_is_loaded_with_openmp_threads_waiting_passively_unless_the_environment_says(given, spincount):
+    """libgomp's threads spin between llama.cpp's evaluations by default (GOMP_SPINCOUNT 300000):
+    the embedded judge imports llama_cpp with OMP_WAIT_POLICY=PASSIVE (spin count 0), as libgomp
+    itself reports when it loads; a user's own setting is kept."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"OMP_DISPLAY_ENV": "VERBOSE"}
+    if given:
+        env["OMP_WAIT_POLICY"] = given
+    r = subprocess.run([sys.executable, "-c", "from memjudge.judges.local import import_llama_cpp; import_llama_cpp()"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    shown = dict(line.strip().replace("'", "").split(" = ", 1) for line in r.stderr.splitlines() if " = " in line)
+    assert shown["OMP_WAIT_POLICY"] == (given or "PASSIVE")
+    if spincount is not None:
+        assert shown["GOMP_SPINCOUNT"] == spincount
+    else:
+        assert int(shown["GOMP_SPINCOUNT"]) > 0
+
+
 def test_load_all_loads_the_contexts_the_options_read(judge_factory, monkeypatch):
     """The demo loads the model before scoring: with the check, its own context too, so that no
     load time falls into the first scored call."""

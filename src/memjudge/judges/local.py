@@ -55,6 +55,7 @@ from memjudge.judges.local_weights import (
     INSTALL_HINT,
     PACKAGED,
     assembled_path,
+    import_llama_cpp,
     packaged_model_path,
 )
 
@@ -117,10 +118,7 @@ class LocalModel:
     """One llama.cpp model and its KV cache. Not thread-safe: callers hold `lock`."""
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512):
-        try:
-            import llama_cpp
-        except ImportError:
-            raise UsageError(f"the local judge needs llama-cpp-python: {INSTALL_HINT}") from None
+        llama_cpp = import_llama_cpp()
         self._llama_cpp = llama_cpp
         self.path = Path(path)
         self.llm = llama_cpp.Llama(
@@ -527,9 +525,8 @@ class LocalJudge(Judge):
         return model
 
     def weights_path(self) -> Path:
-        """The model's GGUF file, verified (packaged weights: joined from their packages on first use),
-        without loading it: a missing or damaged file is a one-line error before any work, and a run
-        whose every answer is cached never pays for the load."""
+        """The model's GGUF file, verified (joined on first use), not loaded: a bad file is a one-line
+        error before any work, and a run whose every answer is cached never pays for the load."""
         return packaged_model_path(self.packaged.name) if self.packaged else self._path
 
     def load_all(self) -> None:

@@ -189,3 +189,24 @@ def packaged_model_path(name: str = DEFAULT_MODEL, cache_dir: Path | None = None
             # A changed or damaged copy: rebuild it from the installed parts.
             dest.unlink()
     return assemble(_part_paths(weights), dest, weights.size, weights.sha256)
+
+
+# llama.cpp's CPU backend runs each evaluation in an OpenMP team; between evaluations libgomp's
+# threads spin by default (GOMP_SPINCOUNT), taking a core from the Python work between two
+# evaluations and from every other process. Passive waiting changes no score (the same arithmetic
+# on the same threads) and, on these 2 cores, cut 10 support calls with the premise check from 101 s
+# (116 s of CPU) to 29 s (52 s) at load ~2 (bench/omp_wait.py, bench/results/omp_wait.txt). libgomp reads
+# the variable when it is loaded, so it is set before the first import of llama_cpp; a user's own
+# setting wins.
+OMP_WAIT_POLICY = "PASSIVE"
+
+
+def import_llama_cpp():
+    """llama_cpp, imported with OpenMP's threads waiting passively (OMP_WAIT_POLICY above) unless
+    the environment says otherwise."""
+    os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+    try:
+        import llama_cpp
+    except ImportError:
+        raise UsageError(f"the local judge needs llama-cpp-python: {INSTALL_HINT}") from None
+    return llama_cpp
