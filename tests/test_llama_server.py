@@ -35,6 +35,7 @@ import pytest
 
 from memjudge import cli as memjudge_cli
 from memjudge.judges import local as L
+from memjudge.judges.local_weights import OMP_WAIT_POLICY
 
 # A CPU server is slow per answer, and far slower on a loaded machine: more than the suite's
 # 600 s per-test timeout (pyproject.toml) must be allowed here.
@@ -85,7 +86,7 @@ class LlamaServer:
         with open(self.log, "wb") as log:
             # As docs/servers.md advises for a CPU server: OpenMP's threads sleep between evaluations
             # instead of spinning (the embedded judge sets the same for itself).
-            env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+            env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", OMP_WAIT_POLICY)}
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
