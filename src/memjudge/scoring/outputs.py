@@ -158,7 +158,7 @@ class LabelRows:
             yield row
 
 
-_CHUNK_ROWS = 20000  # rows turned into columns (or JSONL text) at a time
+_CHUNK_ROWS = 8192  # rows turned into columns (or JSONL text) at a time
 
 
 def rows_frame(rows: Iterable[dict], front: list[str]) -> pd.DataFrame:
