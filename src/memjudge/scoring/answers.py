@@ -51,7 +51,7 @@ def add_usage(total: dict[str, int], answer: JudgeAnswer, *more: dict[str, int])
             acc[k] += n
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     """One distinct judge call of a run and what became of it."""
 
