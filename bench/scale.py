@@ -82,8 +82,9 @@ def env() -> dict:
     return e
 
 
-def run_child(cmd: list[str], log: Path) -> tuple[float, float]:
-    """(wall seconds, the child's own peak RSS in MiB); its output goes to `log`."""
+def run_child(cmd: list[str], log: Path) -> tuple[float, float, float]:
+    """(wall seconds, the child's own CPU seconds (user + system: what the load does not
+    inflate as much), its own peak RSS in MiB); its output goes to `log`."""
     with open(log, "w") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(), cwd=log.parent)
@@ -92,7 +93,7 @@ def run_child(cmd: list[str], log: Path) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}\n{log.read_text()[-3000:]}")
-    return dt, usage.ru_maxrss / 1024  # Linux: KiB
+    return dt, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
 
 
 def count_lines(path: Path) -> int:
@@ -108,7 +109,7 @@ def corpus(workdir: Path, personas: int, seed: int) -> tuple[Path, float | None]
         return folder, None
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    dt, _ = run_child([sys.executable, "-m", "memjudge", "simulate", "--personas", str(personas), "--seed", str(seed),
+    dt, _, _ = run_child([sys.executable, "-m", "memjudge", "simulate", "--personas", str(personas), "--seed", str(seed),
                        "--out", str(folder)], workdir / f"simulate-p{personas}.log")
     done.write_text(f"{dt:.1f}\n")
     return folder, dt
@@ -173,9 +174,9 @@ def pipeline(workdir: Path, n: int, seed: int, keep: bool) -> dict:
     ]
     out = {"n": n, "personas": personas, "candidates": candidates, "simulate_s": sim_s, "steps": []}
     for name, cmd, units, unit in steps:
-        dt, peak = run_child(cmd, work / f"{name.replace(' ', '_').replace(':', '-')}.log")
-        out["steps"].append({"step": name, "seconds": dt, "peak_mib": peak, "units": units, "unit": unit})
-        print(f"  [{candidates} candidates] {name}: {dt:.1f} s, {peak:.0f} MiB", file=sys.stderr, flush=True)
+        dt, cpu, peak = run_child(cmd, work / f"{name.replace(' ', '_').replace(':', '-')}.log")
+        out["steps"].append({"step": name, "seconds": dt, "cpu_s": cpu, "peak_mib": peak, "units": units, "unit": unit})
+        print(f"  [{candidates} candidates] {name}: {dt:.1f} s (CPU {cpu:.1f} s), {peak:.0f} MiB", file=sys.stderr, flush=True)
     out["judge_us_per_call"] = judge_cost_us(cand, jf)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -188,14 +189,14 @@ def table(results: list[dict]) -> list[str]:
     for res in results:
         sim = f"{res['simulate_s']:.1f} s" if res["simulate_s"] is not None else "cached"
         lines.append(f"{res['candidates']:,} candidates ({res['personas']:,} personas; simulate {sim}), two replicates:")
-        head = f"  {'step':<18}{'time s':>9}{'peak MiB':>10}{'us/unit':>10}  unit  "
+        head = f"  {'step':<18}{'time s':>9}{'CPU s':>8}{'peak MiB':>10}{'us/unit':>10}  unit  "
         if prev is not None:
             head += f"{'linear':>7}  (time per unit / at {prev['candidates']:,})"
         lines.append(head)
         before = {s["step"]: s for s in prev["steps"]} if prev else {}
         for s in res["steps"]:
             per = s["seconds"] / s["units"] * 1e6
-            line = f"  {s['step']:<18}{s['seconds']:9.1f}{s['peak_mib']:10.0f}{per:10.1f}  {s['unit']:<5} "
+            line = f"  {s['step']:<18}{s['seconds']:9.1f}{s.get('cpu_s', float('nan')):8.1f}{s['peak_mib']:10.0f}{per:10.1f}  {s['unit']:<5} "
             if s["step"] in before:
                 b = before[s["step"]]
                 ratio = per / (b["seconds"] / b["units"] * 1e6)
