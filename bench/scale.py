@@ -65,13 +65,13 @@ calls = [JudgeCall(key=str(i), rubric="support", prompt=prompt, schema=None, rep
 judge.truth  # loaded before timing
 
 async def main():
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for call in calls:
         await judge.generate(call)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
-dt = min(asyncio.run(main()) for _ in range(3))
-print(json.dumps({"calls": len(calls), "us_per_call": dt / len(calls) * 1e6}))
+dt, cpu = min(asyncio.run(main()) for _ in range(3))
+print(json.dumps({"calls": len(calls), "us_per_call": dt / len(calls) * 1e6, "cpu_us_per_call": cpu / len(calls) * 1e6}))
 '''
 
 
@@ -136,12 +136,12 @@ def judges_file(folder: Path) -> Path:
     return path
 
 
-def judge_cost_us(cand: Path, jf: Path, n: int = 20000) -> float:
+def judge_cost_us(cand: Path, jf: Path, n: int = 20000) -> dict:
     r = subprocess.run([sys.executable, "-c", JUDGE_COST, str(cand), str(jf), JUDGES[0], str(n)], capture_output=True,
                        text=True, env=env())
     if r.returncode != 0:
         raise SystemExit(f"failed: the sim judge's own cost\n{r.stderr}")
-    return json.loads(r.stdout)["us_per_call"]
+    return json.loads(r.stdout)
 
 
 def pipeline(workdir: Path, n: int, seed: int, keep: bool) -> dict:
@@ -177,7 +177,8 @@ def pipeline(workdir: Path, n: int, seed: int, keep: bool) -> dict:
         dt, cpu, peak = run_child(cmd, work / f"{name.replace(' ', '_').replace(':', '-')}.log")
         out["steps"].append({"step": name, "seconds": dt, "cpu_s": cpu, "peak_mib": peak, "units": units, "unit": unit})
         print(f"  [{candidates} candidates] {name}: {dt:.1f} s (CPU {cpu:.1f} s), {peak:.0f} MiB", file=sys.stderr, flush=True)
-    out["judge_us_per_call"] = judge_cost_us(cand, jf)
+    cost = judge_cost_us(cand, jf)
+    out["judge_us_per_call"], out["judge_cpu_us_per_call"] = cost["us_per_call"], cost["cpu_us_per_call"]
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return out
@@ -214,6 +215,10 @@ def table(results: list[dict]) -> list[str]:
             marginal = (score["seconds"] - p["seconds"]) / (score["units"] - p["units"]) * 1e6
             lines.append(f"  score, marginal (from {p['units']:,} to {score['units']:,} calls): {marginal:.1f} us per call; "
                          f"beyond the judge: {marginal - judge:.1f} us per call (target <= {OVERHEAD_TARGET_US:.0f})")
+            cpu_marginal = (score["cpu_s"] - p["cpu_s"]) / (score["units"] - p["units"]) * 1e6
+            cpu_judge = res["judge_cpu_us_per_call"]
+            lines.append(f"  the same in CPU time: marginal {cpu_marginal:.1f} us per call, the judge's own {cpu_judge:.1f}; "
+                         f"beyond the judge: {cpu_marginal - cpu_judge:.1f} us per call")
         prev = res
     return lines
 
