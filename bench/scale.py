@@ -47,21 +47,25 @@ MEMORY_TARGET_MIB = 4096
 OVERHEAD_TARGET_US = 100.0
 LINEAR_TARGET = 1.3
 
-# The sim judge's own cost per call: its generate() on prompts made beforehand (the answer, its
-# JSON text and usage: what a provider would do), timed alone.
+# The sim judge's own cost per call: its generate() on the scorer's prompts made beforehand (the
+# answer, its JSON text and usage: what a provider would do), timed alone.
 JUDGE_COST = r'''
 import asyncio, json, sys, time
-from memjudge.formats import read_candidates
-from memjudge.judges import JudgeCall, Prompt, make_judge
+from memjudge.formats import read_candidates, read_sources
+from memjudge.judges import JudgeCall, make_judge
 from memjudge.judges.panel import judge_config
+from memjudge.judges.rubrics import load_rubric
 
-cand, judges_file, spec, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+cand, src, judges_file, spec, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 judge = make_judge(judge_config(spec, judges_file))
 df = read_candidates(cand).head(n)
-prompt = Prompt(system="s" * 1200, user="u" * 3000)
-calls = [JudgeCall(key=str(i), rubric="support", prompt=prompt, schema=None, replicate=r,
+rub = load_rubric("support")
+sources = dict(zip(*read_sources(src)[["persona_id", "source"]].to_numpy().T))
+renderers = {p: rub.support_renderer(source=sources[p], persona_id=p) for p in dict.fromkeys(df["persona_id"])}
+# the prompts as the scorer makes them (the judge reads their text: its length, for the usage)
+calls = [JudgeCall(key=str(i), rubric=rub.id, prompt=renderers[p](t, c, a), schema=rub.model, replicate=r,
                    item={"assertion_id": a, "persona_id": p, "category": c})
-         for i, (a, p, c) in enumerate(zip(df["assertion_id"], df["persona_id"], df["category"])) for r in (0, 1)]
+         for i, (a, p, c, t) in enumerate(zip(df["assertion_id"], df["persona_id"], df["category"], df["text"])) for r in (0, 1)]
 judge.truth  # loaded before timing
 
 async def main():
@@ -136,8 +140,8 @@ def judges_file(folder: Path) -> Path:
     return path
 
 
-def judge_cost_us(cand: Path, jf: Path, n: int = 20000) -> dict:
-    r = subprocess.run([sys.executable, "-c", JUDGE_COST, str(cand), str(jf), JUDGES[0], str(n)], capture_output=True,
+def judge_cost_us(cand: Path, src: Path, jf: Path, n: int = 20000) -> dict:
+    r = subprocess.run([sys.executable, "-c", JUDGE_COST, str(cand), str(src), str(jf), JUDGES[0], str(n)], capture_output=True,
                        text=True, env=env())
     if r.returncode != 0:
         raise SystemExit(f"failed: the sim judge's own cost\n{r.stderr}")
@@ -177,7 +181,7 @@ def pipeline(workdir: Path, n: int, seed: int, keep: bool) -> dict:
         dt, cpu, peak = run_child(cmd, work / f"{name.replace(' ', '_').replace(':', '-')}.log")
         out["steps"].append({"step": name, "seconds": dt, "cpu_s": cpu, "peak_mib": peak, "units": units, "unit": unit})
         print(f"  [{candidates} candidates] {name}: {dt:.1f} s (CPU {cpu:.1f} s), {peak:.0f} MiB", file=sys.stderr, flush=True)
-    cost = judge_cost_us(cand, jf)
+    cost = judge_cost_us(cand, src, jf)
     out["judge_us_per_call"], out["judge_cpu_us_per_call"] = cost["us_per_call"], cost["cpu_us_per_call"]
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
