@@ -196,7 +196,7 @@ def table(results: list[dict]) -> list[str]:
         lines.append(f"{res['candidates']:,} candidates ({res['personas']:,} personas; simulate {sim}), two replicates:")
         head = f"  {'step':<18}{'time s':>9}{'CPU s':>8}{'peak MiB':>10}{'us/unit':>10}  unit  "
         if prev is not None:
-            head += f"{'linear':>7}  (time per unit / at {prev['candidates']:,})"
+            head += f"{'linear':>7}{'CPU':>6}  (time, CPU time per unit / at {prev['candidates']:,})"
         lines.append(head)
         before = {s["step"]: s for s in prev["steps"]} if prev else {}
         for s in res["steps"]:
@@ -205,7 +205,8 @@ def table(results: list[dict]) -> list[str]:
             if s["step"] in before:
                 b = before[s["step"]]
                 ratio = per / (b["seconds"] / b["units"] * 1e6)
-                line += f"{ratio:7.2f}" + ("" if ratio <= LINEAR_TARGET else "  over 1.3")
+                cpu_ratio = (s["cpu_s"] / s["units"]) / (b["cpu_s"] / b["units"]) if b.get("cpu_s") else float("nan")
+                line += f"{ratio:7.2f}{cpu_ratio:6.2f}" + ("" if ratio <= LINEAR_TARGET else "  over 1.3")
             lines.append(line)
         peak = max(s["peak_mib"] for s in res["steps"])
         lines.append(f"  peak of every step: {peak:.0f} MiB (target <= {MEMORY_TARGET_MIB} MiB: {'met' if peak <= MEMORY_TARGET_MIB else 'NOT met'})")
