@@ -204,3 +204,26 @@ def test_delay_from_an_http_date_header():
 ])
 def test_parse_duration(value, expected):
     assert parse_duration(value) == expected
+
+
+def test_a_first_attempt_that_succeeds_never_enters_tenacity(monkeypatch):
+    """The first attempt runs directly (issue 36: tenacity's setup was most of a sim: judge's cost
+    per call); a failure enters tenacity as its attempt 1, so the rest is unchanged (above)."""
+    from memjudge.scoring import retry
+
+    def no_tenacity(*a, **kw):
+        raise AssertionError("tenacity entered")
+
+    monkeypatch.setattr(retry, "AsyncRetrying", no_tenacity)
+    attempt = Script()
+    result, sleeps, events = run(judge(), attempt)
+    assert result == "ok" and attempt.calls == 1 and sleeps == [] and events == []
+    with pytest.raises(AssertionError, match="tenacity entered"):
+        run(judge(), Script(Transient()))
+
+
+def test_a_cancelled_first_attempt_is_cancelled():
+    attempt = Script(asyncio.CancelledError())
+    with pytest.raises(asyncio.CancelledError):
+        run(judge(), attempt)
+    assert attempt.calls == 1

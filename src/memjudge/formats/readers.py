@@ -182,6 +182,106 @@ def _frame(rows: list[dict], lines: list[int], path: Path) -> pd.DataFrame:
     return df
 
 
+# Lines parsed at once by the column reader (one JSON array of them).
+_CHUNK_LINES = 4096
+
+
+def _jsonl_lines_numbered(text: str):
+    """(line number, line) of each non-blank line of a JSONL text, split as `jsonl_lines`
+    splits it, one at a time (no list of every line)."""
+    pos, n, end = 0, 0, len(text)
+    while pos < end:
+        nl = text.find("\n", pos)
+        if nl < 0:
+            nl = end
+        n += 1
+        line = text[pos:nl]
+        pos = nl + 1
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not is_blank(line):
+            yield n, line
+
+
+def _parse_chunk(path: Path, chunk: list[tuple[int, str]]) -> list:
+    """Each line's JSON object, with the errors (and their order) of `jsonl_records`: one parse
+    of the lines as one array, line by line when that fails or does not give one object per line."""
+    try:
+        whole = json.loads("[" + ",".join(line for _, line in chunk) + "]")
+    except (json.JSONDecodeError, RecursionError):
+        whole = None
+    if whole is not None and len(whole) == len(chunk) and all(type(obj) is dict for obj in whole):
+        return whole
+    out = []
+    for n, raw in chunk:
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"not valid JSON ({e.msg})", n) from None
+        except RecursionError:
+            raise InputError(path, "JSON nested too deeply", n) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
+        out.append(obj)
+    return out
+
+
+def _shared(value, memo: dict):
+    """One object for equal text (and equal flat dicts, such as a label's usage) across the
+    rows: a large file repeats ids, verdicts and rationales thousands of times. Dicts are
+    equal only with values of the same types (1, 1.0 and true stay apart)."""
+    t = type(value)
+    if t is str:
+        return memo.setdefault(value, value)
+    if t is dict and len(value) <= 8:
+        try:
+            return memo.setdefault((dict, *((k, type(v), v) for k, v in value.items())), value)
+        except TypeError:  # a value that is no key (a list, a dict)
+            return value
+    return value
+
+
+def _jsonl_frame(path: Path) -> pd.DataFrame:
+    """`_frame(*_jsonl_rows(path), path)`, equal value for value, built column by column from
+    chunks of lines: the rows never exist as dicts all at once (a million-row labels file as
+    dicts is several GiB), and equal text is one object."""
+    text = decode_file(path)
+    columns: dict[str, list] = {}
+    numbers: list[int] = []
+    memo: dict = {}
+    chunk: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        rows = len(numbers) - len(chunk)  # rows already in the columns
+        for obj in _parse_chunk(path, chunk):
+            if obj.keys() != columns.keys():
+                for k in obj:
+                    if k not in columns:
+                        columns[k] = [None] * rows
+            for c, col in columns.items():
+                v = obj.get(c)
+                col.append(v if v is None else _shared(v, memo))
+            rows += 1
+        chunk.clear()
+
+    for n, line in _jsonl_lines_numbered(text):
+        chunk.append((n, line))
+        numbers.append(n)
+        if len(chunk) >= _CHUNK_LINES:
+            flush()
+    if chunk:
+        flush()
+    del text
+    memo.clear()
+    if not numbers:
+        raise InputError(path, "file is empty")
+    if LINE in columns:
+        raise InputError(path, f"column name {LINE!r} is reserved")
+    df = pd.DataFrame(columns, dtype=object) if columns else pd.DataFrame(index=range(len(numbers)))
+    df[LINE] = numbers
+    return df
+
+
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
     """Read any supported file into a DataFrame of raw values plus the `LINE` column; a `Table`
     is read through its column mapping (memjudge.formats.mapping)."""
@@ -189,6 +289,8 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     records = path.records if isinstance(path, Table) else ()
     path = Path(path)
     ext = _check_path(path)
+    if ext == ".jsonl" and not records and not mapping:
+        return _jsonl_frame(path)
     if ext == ".json":
         rows, lines = document_rows(path, decode_file(path), records)
         if not rows:

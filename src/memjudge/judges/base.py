@@ -110,7 +110,7 @@ class Prompt:
     user: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JudgeCall:
     """One request: a rendered prompt plus what a judge may need to know about the item.
 

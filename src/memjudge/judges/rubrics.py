@@ -128,6 +128,37 @@ class SupportRenderer:
         return self._render(assertion, category, assertion_id)
 
 
+class SplicedPrompt(Prompt):
+    """A support prompt whose user message is spliced from its persona's pieces each time it
+    is read, not kept: a run holds one per item, and the message (the persona's whole source,
+    then the item) would be most of a large run's memory. Equal to, hashed, shown, copied and
+    pickled as the plain `Prompt` of the same text."""
+
+    def __init__(self, system: str, splice: Callable[[list[str], tuple[str, str, str]], str], pieces: list[str],
+                 given: tuple[str, str, str]):
+        object.__setattr__(self, "system", system)
+        object.__setattr__(self, "_spliced", (splice, pieces, given))
+
+    @property
+    def user(self) -> str:
+        splice, pieces, given = self._spliced
+        return splice(pieces, given)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Prompt):
+            return self.system == other.system and self.user == other.user
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.system, self.user))
+
+    def __repr__(self) -> str:
+        return f"Prompt(system={self.system!r}, user={self.user!r})"
+
+    def __reduce__(self):
+        return Prompt, (self.system, self.user)
+
+
 # ---------------------------------------------------------------------------------------
 # JSON schema -> pydantic model (the subset rubric answers need)
 
@@ -299,8 +330,10 @@ class Rubric:
             if type(assertion) is not str or type(category) is not str or type(assertion_id) is not str:
                 return full(assertion, category, assertion_id)
             given = (assertion, category, assertion_id)
-            return Prompt(system=fixed[0] if fixed[0] is not None else splice(pieces[0], given),
-                          user=fixed[1] if fixed[1] is not None else splice(pieces[1], given))
+            system = fixed[0] if fixed[0] is not None else splice(pieces[0], given)
+            if fixed[1] is not None:
+                return Prompt(system=system, user=fixed[1])
+            return SplicedPrompt(system, splice, pieces[1], given)
 
         first = pieces[1][0]
         return SupportRenderer(spliced, first.strip() if len(pieces[1]) == 1 else first.lstrip())

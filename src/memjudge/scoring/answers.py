@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ def add_usage(total: dict[str, int], answer: JudgeAnswer, *more: dict[str, int])
             acc[k] += n
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     """One distinct judge call of a run and what became of it."""
 
@@ -97,17 +98,23 @@ def followup_call(call: JudgeCall, rubric: Rubric, fact_ids: list[str]) -> Judge
     return dataclasses.replace(call, prompt=prompt, fields={**f, "facts": facts})
 
 
+def _shared(value: Any) -> Any:
+    """Text as one object for equal text (a run's records repeat their verdicts, rationales,
+    models and quotes thousands of times); anything else as it is."""
+    return sys.intern(value) if type(value) is str else value
+
+
 def answer_record(answer: JudgeAnswer, valid: dict, *, usage: dict, latency_s: float | None, reasks: int,
                   batch_job: str | None = None) -> dict[str, Any]:
     """The valid-answer record: what the journal and the cache keep, and rows are made of (a
     partial coverage answer's left-out facts under `unanswered`)."""
-    valid = dict(valid)
+    valid = {k: _shared(v) for k, v in valid.items()}
     unanswered = valid.pop("unanswered", None)
     record = {
         "answer": valid,
         "text": answer.text,
-        "finish_reason": answer.finish_reason,
-        "model_version": answer.model_version,
+        "finish_reason": _shared(answer.finish_reason),
+        "model_version": _shared(answer.model_version),
         "judge_score": answer.judge_score,
         "usage": usage,
         "latency_s": latency_s,

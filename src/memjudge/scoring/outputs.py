@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
 
 from memjudge import formats as io
+from memjudge._util import files
 from memjudge._util.secrets import redact
 from memjudge.judges import Judge
 from memjudge.judges.rubrics import Rubric, evidence_found, normalise_ws
@@ -131,42 +134,88 @@ class _EvidenceFound:
 _TEXT_TYPES = {str, type(None)}
 
 
-def rows_frame(rows: list[dict], front: list[str]) -> pd.DataFrame:
-    """`pd.DataFrame(rows)` with the `front` columns first (the others after them, as first
-    seen) and text as objects (`text_as_objects`), built column by column: a column of text
-    (str or None throughout: most of a label row) goes in as objects as it is, rather than
-    through pandas' string inference and back; the others are inferred by pandas as before."""
-    if not rows:
+class LabelRows:
+    """The label rows of a support plan, each made when it is read: iterating again makes them
+    again, equal (a run of a million items never holds them all as dicts: the frame is built
+    from them column by column, then the JSONL is written from them chunk by chunk)."""
+
+    def __init__(self, plan: Plan, judge: Judge, rub: Rubric):
+        self.plan = plan
+        self.run = (judge.spec, rub.id, bool(getattr(judge, "simulated", False)))
+        self.found = _EvidenceFound(plan)
+
+    def __len__(self) -> int:
+        return len(self.plan.slots)
+
+    def __iter__(self) -> Iterator[dict]:
+        tasks, run, found, derived = self.plan.tasks, self.run, self.found, self.plan.derived_replicates
+        for key, item, r, extras in self.plan.slots:
+            task = tasks[key]
+            row = _label_row(item, r, task, run, found(key, item["persona_id"]), extras)
+            if derived:  # the replicate the row's answer was asked as; null where it is the row's own
+                asked = task.call.replicate
+                row[REPLICATE_OF] = asked if asked != r else None
+            yield row
+
+
+_CHUNK_ROWS = 8192  # rows turned into columns (or JSONL text) at a time
+
+
+def rows_frame(rows: Iterable[dict], front: list[str]) -> pd.DataFrame:
+    """`pd.DataFrame(list(rows))` with the `front` columns first (the others after them, as
+    first seen) and text as objects (`text_as_objects`), built column by column: a column of
+    text (str or None throughout: most of a label row) goes in as objects as it is, rather than
+    through pandas' string inference and back; the others are inferred by pandas as before.
+    `rows` is read once, or twice when they are not all of one shape (a list, or LabelRows)."""
+    it = iter(rows)
+    first = next(it, None)
+    if first is None:
         return pd.DataFrame(columns=front)
-    keys = rows[0].keys()
-    if any(row.keys() != keys for row in rows):  # rows of different shapes: pandas aligns them
-        return io.text_as_objects(_order_columns(pd.DataFrame(rows), front))
+    keys = first.keys()
     names = [c for c in front if c in keys] + [c for c in keys if c not in front]
-    columns = {c: [row[c] for row in rows] for c in names}
+    columns: dict[str, list] = {c: [] for c in names}
+    take = operator.itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
+    chunk = [take(first)]
+    for row in it:
+        if row.keys() != keys:  # rows of different shapes: pandas aligns them
+            return io.text_as_objects(_order_columns(pd.DataFrame(list(rows)), front))
+        chunk.append(take(row))
+        if len(chunk) >= _CHUNK_ROWS:
+            for col, values in zip(columns.values(), zip(*chunk)):
+                col.extend(values)
+            chunk.clear()
+    for col, values in zip(columns.values(), zip(*chunk)):
+        col.extend(values)
+    del chunk
     text = {c for c, values in columns.items() if set(map(type, values)) <= _TEXT_TYPES}
     others = [c for c in names if c not in text]
     inferred = io.text_as_objects(pd.DataFrame(list(zip(*(columns[c] for c in others))), columns=others)) if others else None
     return pd.DataFrame({c: pd.Series(columns[c], dtype=object) if c in text else inferred[c] for c in names})  # type: ignore[index]
 
 
-def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[dict]]:
-    """(labels, coverage, the rows as dicts): one of the frames is None, by the rubric's kind."""
+def jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:
+    """The JSONL text of `rows`, a chunk of lines at a time (for `write_lines`)."""
+    lines: list[str] = []
+    for row in rows:
+        lines.append(json_line(row))
+        if len(lines) >= _CHUNK_ROWS:
+            yield "".join(lines)
+            lines.clear()
+    if lines:
+        yield "".join(lines)
+
+
+def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | None, pd.DataFrame | None, Iterable[dict]]:
+    """(labels, coverage, the rows as dicts: LabelRows for support, made again when read; a
+    list for coverage): one of the frames is None, by the rubric's kind."""
     tasks = plan.tasks
     if rub.kind == "support":
-        cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS
-        found = _EvidenceFound(plan)
-        run = (judge.spec, rub.id, bool(getattr(judge, "simulated", False)))
-        rows = [_label_row(item, r, tasks[key], run, found(key, item["persona_id"]), extras)
-                for key, item, r, extras in plan.slots]
-        if plan.derived_replicates:
-            # The replicate each row's answer was asked as; null where it is the row's own.
-            for row, (key, _item, r, _extras) in zip(rows, plan.slots):
-                asked = tasks[key].call.replicate
-                row[REPLICATE_OF] = asked if asked != r else None
-            cols = cols + [REPLICATE_OF]
+        cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS + ([REPLICATE_OF] if plan.derived_replicates else [])
+        rows = LabelRows(plan, judge, rub)
         labels = rows_frame(rows, cols)
         if plan.derived_replicates:
-            labels[REPLICATE_OF] = pd.array([row[REPLICATE_OF] for row in rows], dtype="Int64")
+            asked = [tasks[key].call.replicate for key, _item, _r, _extras in plan.slots]
+            labels[REPLICATE_OF] = pd.array([a if a != r else None for a, (_k, _i, r, _e) in zip(asked, plan.slots)], dtype="Int64")
         return labels, None, rows
     rows = [row for key, pid, r, facts in plan.slots for row in coverage_rows(pid, r, tasks[key], judge, rub, facts)]
     return None, io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + EXTRA_COVERAGE_COLUMNS)), rows
@@ -209,7 +258,7 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
     journal already holds exactly these answers) and config.json."""
     io.make_dir(out_dir)
     frame, name = (labels, "labels") if labels is not None else (coverage, "coverage")
-    io.write_atomic(out_dir / f"{name}.jsonl", "".join(map(json_line, rows)))
+    files.write_lines(out_dir / f"{name}.jsonl", jsonl_chunks(rows))
     if parquet:
         to_parquet(frame, out_dir / f"{name}.parquet")
     # The journal keeps the valid answers of this job (it is the run's own memory when the
@@ -237,5 +286,5 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
     io.write_json(out_dir / "config.json", json.loads(redact(io.dumps(config))))
 
 
-__all__ = ["EXTRA_COVERAGE_COLUMNS", "EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "coverage_rows", "file_digest", "label_row", "make_rows", "rows_frame", "to_parquet",
-           "write_outputs"]
+__all__ = ["EXTRA_COVERAGE_COLUMNS", "EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "LabelRows", "coverage_rows", "file_digest", "jsonl_chunks",
+           "label_row", "make_rows", "rows_frame", "to_parquet", "write_outputs"]

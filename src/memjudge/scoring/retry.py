@@ -72,6 +72,14 @@ async def call_with_retry(
     `on_retry` is called (synchronously, before sleeping) for every retry, so callers can
     count retries or show them in progress. `sleep` is injectable for tests.
     """
+    # The first attempt runs directly: most succeed, and tenacity's machinery costs more than
+    # a simulated judge's answer. A failure enters tenacity as its attempt 1 (re-raised there),
+    # so what follows (retry or not, waits, observer, giving up) is as if tenacity had run it.
+    try:
+        return await attempt()
+    except BaseException as e:  # noqa: BLE001 - handed to tenacity as it would have caught it
+        first: list[BaseException] = [e]
+
     # retry_after(exc) is asked once per failure; the wait callback and the observer share it.
     server_delay: dict[int, float | None] = {}
 
@@ -121,6 +129,8 @@ async def call_with_retry(
     # tenacity awaits only coroutine *functions*; `lambda: judge.generate(call)` is a plain
     # function returning a coroutine, which it would hand back unawaited.
     async def once() -> T:
+        if first:
+            raise first.pop()
         return await attempt()
 
     return await retrying(once)
