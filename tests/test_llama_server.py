@@ -35,7 +35,7 @@ import pytest
 
 from memjudge import cli as memjudge_cli
 from memjudge.judges import local as L
-from memjudge.judges.local_weights import OMP_WAIT_POLICY
+from memjudge.judges.local_weights import OMP_WAIT_POLICY, usable_cores
 
 # A CPU server is slow per answer, and far slower on a loaded machine: more than the suite's
 # 600 s per-test timeout (pyproject.toml) must be allowed here.
@@ -72,7 +72,8 @@ class LlamaServer:
     def __init__(self, model_path: Path, log: Path):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        threads = str(int(os.environ.get("MEMJUDGE_TEST_LLAMA_THREADS", min(2, os.cpu_count() or 1))))
+        # as many threads as the test may use cores (conftest pins a model lane to one)
+        threads = str(int(os.environ.get("MEMJUDGE_TEST_LLAMA_THREADS", min(2, usable_cores()))))
         self.cmd = [
             sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--chat_format", "chatml",
             "--host", "127.0.0.1", "--port", str(self.port),

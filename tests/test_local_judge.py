@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import types
 
@@ -874,3 +875,31 @@ def test_demo_calibrates_the_threshold_on_another_seeds_simulated_gold(tmp_path,
     q = demo_mod._local_quality(labels.assign(judge=demo_mod.LOCAL_JUDGE), sample.labels, judge.threshold, info)
     assert "simulated-gold sample" in q["note"] and q["calibration"] == info
     assert q["support_rate"] == pytest.approx((labels["judge_score"] >= judge.threshold).mean())
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+@pytest.mark.parametrize("option, expected", [(None, 1), (3, 3)])
+def test_the_model_threads_are_the_usable_cores_or_the_option_for_generation_and_prompts_alike(option, expected,
+                                                                                              monkeypatch, tmp_path):
+    """Without `n_threads` llama.cpp gets as many threads as this process may use cores (taskset,
+    a container's cpuset), not the machine's count; prompt evaluation (n_threads_batch, which
+    llama-cpp-python otherwise sets to every core) gets the same number."""
+    given = {}
+
+    class Llama:
+        metadata: dict = {}
+
+        def __init__(self, **kw):
+            given.update(kw)
+
+        def tokenize(self, text, add_bos=False, special=False):
+            return [len(text)]
+
+    monkeypatch.setattr(L, "import_llama_cpp", lambda: types.SimpleNamespace(Llama=Llama))
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        L.LocalModel(tmp_path / "weights.gguf", n_threads=option)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert given["n_threads"] == given["n_threads_batch"] == expected

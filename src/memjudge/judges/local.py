@@ -39,7 +39,6 @@ import asyncio
 import hashlib
 import json
 import math
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -57,6 +56,7 @@ from memjudge.judges.local_weights import (
     assembled_path,
     import_llama_cpp,
     packaged_model_path,
+    usable_cores,
 )
 
 # The answer is a JSON object whose first key is the verdict: the prompt stops right where
@@ -118,15 +118,15 @@ class LocalModel:
     """One llama.cpp model and its KV cache. Not thread-safe: callers hold `lock`."""
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512):
-        llama_cpp = import_llama_cpp()
-        self._llama_cpp = llama_cpp
+        self._llama_cpp = llama_cpp = import_llama_cpp()
         self.path = Path(path)
+        # n_threads_batch too: llama-cpp-python's own default for it is every core of the machine
+        self.n_threads = n_threads or usable_cores()
         self.llm = llama_cpp.Llama(
-            model_path=str(self.path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count() or 1,
+            model_path=str(self.path), n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads,
             n_batch=n_batch, logits_all=False, verbose=False,
         )
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
         self.lock = threading.Lock()
         self._template = self._chat_template()
         self._word_tokens = {w: self.llm.tokenize(w.encode(), add_bos=False, special=False) for w in VERDICT_WORDS}

@@ -210,3 +210,14 @@ def import_llama_cpp():
     except ImportError:
         raise UsageError(f"the local judge needs llama-cpp-python: {INSTALL_HINT}") from None
     return llama_cpp
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (a container's cpuset, `taskset`),
+    which os.cpu_count() ignores. More llama.cpp threads than cores is far slower, not a
+    little: its threads meet at a spinning barrier after each operation, and a descheduled one
+    holds up the others."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
