@@ -89,17 +89,21 @@ def jsonl_records(path: Path):
     """(line number, object) for each non-blank line; anything but a JSON object is an error."""
     text = decode_file(path)
     for n, raw in enumerate(jsonl_lines(text), start=1):
-        if is_blank(raw):
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"not valid JSON ({e.msg})", n) from None
-        except RecursionError:
-            raise InputError(path, "JSON nested too deeply", n) from None
-        if not isinstance(obj, dict):
-            raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
-        yield n, obj
+        if not is_blank(raw):
+            yield n, _json_object(path, n, raw)
+
+
+def _json_object(path: Path, n: int, raw: str) -> dict:
+    """Line `n`'s JSON object; anything else (bad JSON, too deep, not an object) is its error."""
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON ({e.msg})", n) from None
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply", n) from None
+    if not isinstance(obj, dict):
+        raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
+    return obj
 
 
 def _jsonl_rows(path: Path) -> tuple[list[dict], list[int]]:
@@ -212,18 +216,7 @@ def _parse_chunk(path: Path, chunk: list[tuple[int, str]]) -> list:
         whole = None
     if whole is not None and len(whole) == len(chunk) and all(type(obj) is dict for obj in whole):
         return whole
-    out = []
-    for n, raw in chunk:
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"not valid JSON ({e.msg})", n) from None
-        except RecursionError:
-            raise InputError(path, "JSON nested too deeply", n) from None
-        if not isinstance(obj, dict):
-            raise InputError(path, f"expected a JSON object, found {type(obj).__name__}", n)
-        out.append(obj)
-    return out
+    return [_json_object(path, n, raw) for n, raw in chunk]
 
 
 def _shared(value, memo: dict):
