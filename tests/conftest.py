@@ -134,6 +134,63 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group("model"))
 
 
+# What each test took in a recent full run (setup + call + teardown, seconds; tests under a
+# tenth of a second left out; xdist's grouped node ids end in "@model"): written by
+# `python -m pytest --write-durations tests/durations.json`.
+DURATIONS = ROOT / "tests" / "durations.json"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--write-durations", metavar="FILE", default=None,
+                     help="write each test's duration (setup+call+teardown) to FILE as JSON, for the run order "
+                          "(tests/durations.json)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The CPU-light tests' modules in order of their total time, the longest first
+    (tests/durations.json; modules it does not know keep their place after them), each module's
+    tests in their own order (its module-scoped fixtures, such as one browser, are then set up
+    once per worker). xdist hands out tests in this order a few at a time, so a long module
+    collected last would keep one worker busy while the other has nothing left to do. The
+    `model` tests keep the order they were collected in: they run as one group on one worker
+    (their order there was measured: the demo first, the llama.cpp server after the CPU-light
+    lane has mostly finished). The order is a function of the collection alone, the same on
+    every worker, as xdist requires."""
+    import json
+
+    try:
+        seconds = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return
+    modules: dict[str, float] = {}
+    for nodeid, s in seconds.items():
+        if "@" in nodeid:  # a grouped test (xdist's node id "...@model"): not in the CPU-light lane
+            continue
+        module = nodeid.split("::", 1)[0]
+        modules[module] = modules.get(module, 0.0) + s
+    model = [i for i in items if i.get_closest_marker("model") is not None]
+    light = [i for i in items if i.get_closest_marker("model") is None]
+    light.sort(key=lambda item: -modules.get(item.nodeid.split("::", 1)[0], 0.0))  # stable within a module
+    items[:] = model + light
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # Under xdist the workers' reports reach the controller too, so this sees every test once.
+    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    import json
+
+    path = session.config.getoption("--write-durations", None)
+    if path and not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        kept = {k: round(v, 2) for k, v in sorted(_measured.items(), key=lambda kv: -kv[1]) if v >= 0.1}
+        Path(path).write_text(json.dumps(kept, indent=0) + "\n")
+
+
 def pytest_collection_finish(session):
     """On an xdist worker with --dist loadgroup, the groups must be in the node ids (that is all
     the scheduler reads); a pytest that xdist cannot mark (9.2 with xdist 3.8) would let the model
