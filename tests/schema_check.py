@@ -5,6 +5,7 @@ validated with `jsonschema`; shared by tests/test_schemas.py's study and tests/t
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 import jsonschema
@@ -22,8 +23,14 @@ def errors(name: str, doc) -> list[str]:
     def spelt(e) -> list[str]:
         return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}", *(m for c in e.context for m in spelt(c))]
 
-    validator = jsonschema.Draft202012Validator(json_schema(name))
-    return [m for e in validator.iter_errors(doc) for m in spelt(e)]
+    return [m for e in _validator(name).iter_errors(doc) for m in spelt(e)]
+
+
+@cache
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    # once per schema, not per document: making the schema costs milliseconds, and a run's
+    # labels file has thousands of lines
+    return jsonschema.Draft202012Validator(json_schema(name))
 
 
 def check_folder(folder: Path, named: dict[str, str] | None = None, skip: tuple[str, ...] = ()) -> tuple[dict[str, int], list[str]]:
