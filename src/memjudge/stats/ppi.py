@@ -28,7 +28,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+
+
+def _z(level: float) -> float:
+    """The two-sided normal quantile of `level`. scipy.stats is imported here, not with the
+    module: it is most of a second of every command that imports this one (diff, report)."""
+    from scipy.stats import norm
+
+    return norm.ppf(1 - (1 - level) / 2)
+
 
 # Per-item features summed over the labelled (gold) items: counts, weighted first moments and
 # the weighted second moments that the variance and λ need.
@@ -174,7 +182,7 @@ def ppi_mean_clt(y_gold, yhat_gold, yhat_unlabeled, *, w_gold=None, w_unlabeled=
     L = labelled_features(y_gold, yhat_gold, w_gold).sum(axis=0)
     U = unlabelled_features(yhat_unlabeled, w_unlabeled).sum(axis=0)
     theta, lam_used, var = ppi_from_sums(L, U, lam)
-    z = norm.ppf(1 - (1 - level) / 2)
+    z = _z(level)
     se = np.sqrt(var)
     return float(theta), float(theta - z * se), float(theta + z * se), float(lam_used)
 
@@ -227,7 +235,7 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
     j0 = float(_judge_only(J))
     out: dict[str, Any] = dict(judge_value=j0, gold_value=float(g0), ppi_value=float(theta), ppi_lambda=float(lam),
                                n_gold=int(L[0]), n_items=int(len(persona)))
-    z = norm.ppf(1 - (1 - level) / 2)
+    z = _z(level)
     if interval == "clt":
         v_judge = j0 * (1 - j0) / J[0] if J[0] > 0 else np.nan
         for name, val, var in (("judge", j0, v_judge), ("gold", float(g0), float(v_gold)), ("ppi", float(theta), float(v_ppi))):
@@ -312,7 +320,7 @@ def planned_gold_n(L, U, half_width: float, measured_var: float, level: float = 
             v = np.where(nu > 0, lam * lam * s_u / np.maximum(nu, 1), 0.0) + (s_y - 2 * lam * c + lam * lam * s_yh) / n
         return np.maximum(v, 0.0)
 
-    z = norm.ppf(1 - (1 - level) / 2)
+    z = _z(level)
     v0 = float(var_at(np.array([n0]))[0])
     scale = measured_var / v0 if v0 > 0 else 1.0
     ns = np.arange(int(n0), int(total) + 1, dtype=float)

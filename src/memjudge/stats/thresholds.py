@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from memjudge._util.registry import CALIBRATION_TARGETS
 from memjudge.errors import UsageError
@@ -34,6 +33,8 @@ def auc(scores, positive) -> float:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return math.nan
+    from scipy.stats import rankdata  # here: importing scipy.stats costs most of a second
+
     ranks = rankdata(s)
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
