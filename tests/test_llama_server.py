@@ -160,6 +160,23 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+# First in the module: its three prompts are the support run's first three, so the server's single
+# slot still holds their persona's source (about 1,150 tokens) when the support run starts.
+def test_verdict_log_odds_from_llama_cpp_server_logprobs(server, corpus, tmp_path):
+    # log-odds from the server's token log-probabilities: finite, of the verdict's sign
+    assert score(corpus, server.url, tmp_path / "run", tmp_path / "cache", logprobs=True) == 0
+    labels = rows(tmp_path / "run" / "labels.jsonl")
+    assert len(labels) == LOGPROB_ITEMS
+    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["judge_settings"]
+    assert settings["logprobs"] is True and settings["logprobs_returned"] is True
+    valid = [r for r in labels if r["verdict"] is not None]
+    scored = [r for r in valid if r["judge_score"] is not None]
+    assert len(valid) >= LOGPROB_ITEMS - 1 and len(scored) >= 0.9 * len(valid), [r["error"] for r in labels]
+    assert all(math.isfinite(r["judge_score"]) for r in scored)
+    agree = sum((r["judge_score"] > 0) == (r["verdict"] == "supported") for r in scored)
+    assert agree >= 0.8 * len(scored)
+
+
 def test_support_rubric_on_llama_cpp_server(server, corpus, tmp_path):
     assert score(corpus, server.url, tmp_path / "run", tmp_path / "cache") == 0
     labels = rows(tmp_path / "run" / "labels.jsonl")
@@ -184,21 +201,6 @@ def test_support_rubric_on_llama_cpp_server(server, corpus, tmp_path):
     second = rows(tmp_path / "again" / "labels.jsonl")
     assert [b["verdict"] for a, b in zip(labels, second) if a["verdict"]] == [r["verdict"] for r in valid]
     assert all(b["cached"] for a, b in zip(labels, second) if a["verdict"])
-
-
-def test_verdict_log_odds_from_llama_cpp_server_logprobs(server, corpus, tmp_path):
-    # log-odds from the server's token log-probabilities: finite, of the verdict's sign
-    assert score(corpus, server.url, tmp_path / "run", tmp_path / "cache", logprobs=True) == 0
-    labels = rows(tmp_path / "run" / "labels.jsonl")
-    assert len(labels) == LOGPROB_ITEMS
-    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["judge_settings"]
-    assert settings["logprobs"] is True and settings["logprobs_returned"] is True
-    valid = [r for r in labels if r["verdict"] is not None]
-    scored = [r for r in valid if r["judge_score"] is not None]
-    assert len(valid) >= LOGPROB_ITEMS - 1 and len(scored) >= 0.9 * len(valid), [r["error"] for r in labels]
-    assert all(math.isfinite(r["judge_score"]) for r in scored)
-    agree = sum((r["judge_score"] > 0) == (r["verdict"] == "supported") for r in scored)
-    assert agree >= 0.8 * len(scored)
 
 
 def test_coverage_rubric_on_llama_cpp_server(server, corpus, tmp_path):
