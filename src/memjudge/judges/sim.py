@@ -107,7 +107,7 @@ class _Truth:
     """truth.jsonl (and facts.jsonl beside it, if any) of a simulated corpus."""
 
     def __init__(self, path: Path):
-        from memjudge.formats import read_facts, read_table
+        from memjudge.formats import read_table
         from memjudge.simulation import stated_by
 
         self.path = path
@@ -125,12 +125,23 @@ class _Truth:
         for aid, pid in zip(ids, df["persona_id"].astype(str)):
             self.persona_assertions.setdefault(pid, []).append(aid)
         self.stated_by = stated_by(ids, df.get("fact_ids", [[]] * len(df)))
-        self.facts: dict[str, list[tuple[str, str]]] = {}
-        facts_path = path.with_name("facts.jsonl")
-        if facts_path.is_file():
-            facts = read_facts(facts_path)
-            for pid, fid, text in zip(facts["persona_id"], facts["fact_id"], facts["text"]):
-                self.facts.setdefault(pid, []).append((fid, text))
+        self._facts: dict[str, list[tuple[str, str]]] | None = None
+
+    @property
+    def facts(self) -> dict[str, list[tuple[str, str]]]:
+        """persona -> (fact id, text) of facts.jsonl beside the truth file, read when a
+        coverage answer first needs it (a support run never does: a million candidates'
+        facts are ~170 MB)."""
+        if self._facts is None:
+            self._facts = {}
+            facts_path = self.path.with_name("facts.jsonl")
+            if facts_path.is_file():
+                from memjudge.formats import read_facts
+
+                facts = read_facts(facts_path)
+                for pid, fid, text in zip(facts["persona_id"], facts["fact_id"], facts["text"]):
+                    self._facts.setdefault(pid, []).append((fid, text))
+        return self._facts
 
     @staticmethod
     def file(where) -> Path:
