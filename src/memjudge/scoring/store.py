@@ -21,7 +21,6 @@ from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.jsonl import json_line
 
 JOURNAL = "journal.jsonl"
-SAVE_BATCH = 4096  # answers waiting for the cache before the run yields to its saver
 # A str as the journal's JSON writes it (ensure_ascii=False, as json_line).
 _json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
@@ -176,11 +175,6 @@ class AnswerStore:
             self._unsaved.append((key, record))
             if self._saver is None or self._saver.done():
                 self._saver = asyncio.get_running_loop().create_task(self._save_unsaved())
-            if len(self._unsaved) >= SAVE_BATCH:
-                # A judge that answers without awaiting (sim:) never lets the saver run: yield
-                # once per batch, so the cache is written beside the work (in its thread)
-                # rather than all at the end, and the batch waiting for it stays bounded.
-                await asyncio.sleep(0)
 
     async def _save_unsaved(self) -> None:
         while self._unsaved:
