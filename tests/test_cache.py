@@ -356,6 +356,32 @@ def test_keymaker_with_a_shared_prefix_equals_cache_key():
     check()
 
 
+def test_bulk_writes_equal_diskcache_key_by_key(tmp_path):
+    """set_many inserts a chunk of answers in one statement: the Cache table (every column but
+    the times, rows in order) and diskcache's count and size must be what diskcache's own
+    `set` makes key by key, with keys stored before (replaced), a key given twice (its last
+    value), long answers (kept in files), and a cache with statistics (not bulk-written)."""
+    long = {"answer": {"verdict": "supported", "evidence": "x" * 70_000}}
+    keys = [f"{i:064x}" for i in range(2000)]
+    items = [(k, {"answer": {"i": i, "t": "é"}}) for i, k in enumerate(keys)] + [(keys[3], {"answer": "again"}), ("f" * 64, long)]
+
+    def table(cache):
+        rows = cache._cache._sql("SELECT key, raw, expire_time, access_count, tag, size, mode, filename IS NULL, value FROM Cache"
+                                 " ORDER BY rowid").fetchall()
+        return rows, cache._cache._sql("SELECT key, value FROM Settings WHERE key IN ('count', 'size')").fetchall()
+
+    for statistics in (False, True):
+        with AnswerCache(tmp_path / f"bulk{statistics}") as bulk, AnswerCache(tmp_path / f"one{statistics}") as one:
+            for cache in (bulk, one):
+                cache._cache.statistics = statistics
+                cache.set(keys[10], {"answer": "before"})
+            bulk.set_many(items)
+            for k, record in items:
+                one.set(k, record)
+            assert table(bulk) == table(one)
+            assert bulk.get(keys[3]) == {"answer": "again"} and bulk.get("f" * 64) == long and len(bulk) == 2001
+
+
 def test_bulk_reads_equal_diskcache_key_by_key(tmp_path):
     """get_many and missing read thousands of keys a few queries at a time (diskcache's own
     fast path, in bulk); they must find exactly what diskcache finds key by key: answers

@@ -104,33 +104,67 @@ def _uniform(*parts: Any) -> float:
 
 
 class _Truth:
-    """truth.jsonl (and facts.jsonl beside it, if any) of a simulated corpus."""
+    """truth.jsonl (and facts.jsonl beside it, if any) of a simulated corpus. What only a
+    coverage answer reads (the facts, each fact's stating assertions, each persona's
+    assertions) is read when one first needs it: a support run of a million candidates never
+    holds it (~300 MB)."""
 
     def __init__(self, path: Path):
-        from memjudge.formats import read_facts, read_table
-        from memjudge.simulation import stated_by
-
         self.path = path
-        df = read_table(path)
-        for col in ("assertion_id", "persona_id", "kind"):
-            if col not in df.columns:
-                raise InputError(path, f"missing required column {col!r} (is this a truth.jsonl from memjudge simulate?)")
+        df = self._table()
         ids = df["assertion_id"].astype(str).tolist()
         self.kind = dict(zip(ids, df["kind"]))
         self.category = dict(zip(ids, df.get("category", [None] * len(df))))
         self.evidence = dict(zip(ids, df.get("evidence", [""] * len(df))))
         self.cue = dict(zip(ids, df.get("cue", [None] * len(df))))
         self.stated = dict(zip(ids, df.get("stated", [None] * len(df))))
-        self.persona_assertions: dict[str, list[str]] = {}
-        for aid, pid in zip(ids, df["persona_id"].astype(str)):
-            self.persona_assertions.setdefault(pid, []).append(aid)
-        self.stated_by = stated_by(ids, df.get("fact_ids", [[]] * len(df)))
-        self.facts: dict[str, list[tuple[str, str]]] = {}
-        facts_path = path.with_name("facts.jsonl")
-        if facts_path.is_file():
-            facts = read_facts(facts_path)
-            for pid, fid, text in zip(facts["persona_id"], facts["fact_id"], facts["text"]):
-                self.facts.setdefault(pid, []).append((fid, text))
+        self._facts: dict[str, list[tuple[str, str]]] | None = None
+        self._by_persona: tuple[dict[str, list[str]], dict[str, list[str]]] | None = None
+
+    def _table(self):
+        from memjudge.formats import read_table
+
+        df = read_table(self.path)
+        for col in ("assertion_id", "persona_id", "kind"):
+            if col not in df.columns:
+                raise InputError(self.path, f"missing required column {col!r} (is this a truth.jsonl from memjudge simulate?)")
+        return df
+
+    def _coverage_index(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        if self._by_persona is None:
+            from memjudge.simulation import stated_by
+
+            df = self._table()
+            ids = df["assertion_id"].astype(str).tolist()
+            by_persona: dict[str, list[str]] = {}
+            for aid, pid in zip(ids, df["persona_id"].astype(str)):
+                by_persona.setdefault(pid, []).append(aid)
+            self._by_persona = by_persona, stated_by(ids, df.get("fact_ids", [[]] * len(df)))
+        return self._by_persona
+
+    @property
+    def persona_assertions(self) -> dict[str, list[str]]:
+        """persona -> its assertion ids, in file order."""
+        return self._coverage_index()[0]
+
+    @property
+    def stated_by(self) -> dict[str, list[str]]:
+        """fact id -> the assertions stating it (`memjudge.simulation.stated_by`)."""
+        return self._coverage_index()[1]
+
+    @property
+    def facts(self) -> dict[str, list[tuple[str, str]]]:
+        """persona -> (fact id, text) of facts.jsonl beside the truth file."""
+        if self._facts is None:
+            self._facts = {}
+            facts_path = self.path.with_name("facts.jsonl")
+            if facts_path.is_file():
+                from memjudge.formats import read_facts
+
+                facts = read_facts(facts_path)
+                for pid, fid, text in zip(facts["persona_id"], facts["fact_id"], facts["text"]):
+                    self._facts.setdefault(pid, []).append((fid, text))
+        return self._facts
 
     @staticmethod
     def file(where) -> Path:

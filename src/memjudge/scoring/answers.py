@@ -67,7 +67,7 @@ class Task:
 
     def saw(self, answer: JudgeAnswer) -> None:
         """Remember the last answer's finish reason and model (an error row reports them)."""
-        self.finish_reason, self.model_version = answer.finish_reason, answer.model_version
+        self.finish_reason, self.model_version = _shared(answer.finish_reason), _shared(answer.model_version)
 
     def accept(self, record: dict) -> None:
         """A valid answer of this run; one completing a kept partial coverage answer adds only
