@@ -106,9 +106,6 @@ def _decoded(value: Any) -> dict | None:
         return None  # not ours (or damaged): treat as a miss, a valid answer will replace it
 
 
-# canonical_json(record, allow_nan=False) (a cache value), made once rather than per answer.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
 # Keys per query: SQLite's limit of host parameters was 999 before 3.32.
 _CHUNK = 900
 
@@ -148,7 +145,7 @@ class AnswerCache:
         return {k: rec for (k, _), rec in zip(stored, whole) if rec is not None}
 
     def set(self, key: str, record: dict) -> None:
-        self._set_text(key, _CANONICAL.encode(record))
+        self._set_text(key, canonical_json(record, allow_nan=False))
 
     def _set_text(self, key: str, text: str) -> None:
         if not self._cache.set(key, text):
@@ -173,7 +170,7 @@ class AnswerCache:
             while chunk := list(itertools.islice(it, _CHUNK)):
                 texts: dict[str, str] = {}  # a key given twice keeps its last value, as two sets would
                 for key, record in chunk:
-                    texts[key] = _CANONICAL.encode(record)
+                    texts[key] = canonical_json(record, allow_nan=False)
                 if not bulk or any(type(k) is not str for k in texts):
                     for key, text in texts.items():
                         self._set_text(key, text)

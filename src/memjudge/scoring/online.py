@@ -101,11 +101,11 @@ class OnlineRunner:
         """The tokens the limiter counts for one request (its estimate)."""
         return estimate_tokens(call.prompt.system + call.prompt.user) + self.check.rubric.expected_output_tokens
 
-    async def _attempt(self, call, tokens: int | None):
+    async def _attempt(self, call, tokens: int):
         # Every attempt, each retry included, waits for the limiter: a provider counts the
         # requests that were refused as well.
         if self.limiter is not None and self.limiter.active:
-            await self.limiter.acquire(self._tokens(call) if tokens is None else tokens)
+            await self.limiter.acquire(tokens)
         if not self.judge.network:
             return await self.judge.generate(call)
         timeout_s = self.judge.config.timeout_s
@@ -119,10 +119,9 @@ class OnlineRunner:
     async def _send(self, task: Task, current, usage: dict, latency: list[float]):
         """One request (under the retry policy): the answer, or None after the provider's error
         (recorded on the task: a null row, never a label)."""
-        # Estimated only for a limiter that counts tokens: it joins the whole prompt, a cost per
-        # call of its own beside an in-process judge.
-        limited = self.limiter is not None and self.limiter.active
-        tokens = self._tokens(current) if limited else None
+        # Estimated only for a limiter that counts tokens (tpm; the limiter reads them for nothing
+        # else): it joins the whole prompt, a cost per call of its own beside an in-process judge.
+        tokens = self._tokens(current) if self.limiter is not None and self.limiter.tpm is not None else 0
         t0 = time.perf_counter()
         self.tally.requests += 1
         try:
