@@ -578,3 +578,34 @@ def test_replicate_of_must_name_an_earlier_replicate(bad, tmp_path, cli):
     ok = cli("noise", path, "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["judges"][0]["by_construction"] is True
+
+
+def test_json_safe_makes_plain_json_of_every_value_a_frame_holds():
+    """Hand-worked: numpy and pandas scalars become Python ones, NaN and ±inf (of either kind)
+    null, keys text, tuples and arrays lists, paths their text; a plain value is itself (the
+    fast path for exact types must not let a subclass or a non-finite float through)."""
+    import math
+
+    import numpy as np
+
+    from memjudge.formats import json_safe
+
+    class Text(str):
+        pass
+
+    given = {
+        "s": "a", "sub": Text("b"), "i": 3, "t": True, "f": 0.5, "none": None, "nan": math.nan, "inf": -math.inf,
+        "np": [np.int64(4), np.float32(0.25), np.bool_(False), np.float64("nan"), np.float64("inf")],
+        "na": [pd.NA, pd.NaT], "tuple": (1, (2.0, "x")), "array": np.array([[1, 2], [3, 4]]),
+        "path": Path("runs") / "sim", 7: {"nested": {1.5: [math.inf, 2]}},
+    }
+    out = json_safe(given)
+    assert out == {
+        "s": "a", "sub": "b", "i": 3, "t": True, "f": 0.5, "none": None, "nan": None, "inf": None,
+        "np": [4, 0.25, False, None, None], "na": [None, None], "tuple": [1, [2.0, "x"]], "array": [[1, 2], [3, 4]],
+        "path": str(Path("runs") / "sim"), "7": {"nested": {"1.5": [None, 2]}},
+    }
+    assert [type(v) for v in out["np"][:3]] == [int, float, bool] and type(out["t"]) is bool
+    assert json.loads(json.dumps(out, allow_nan=False)) == out
+    with pytest.raises(TypeError, match="not JSON-serialisable: object"):
+        json_safe({"x": object()})

@@ -29,6 +29,15 @@ __all__ = [
 
 def json_safe(obj):
     """Plain JSON types, with NaN and ±inf as null (JSON has no NaN)."""
+    # The plain types first, by exact type: nearly every value of a label or candidate row is
+    # one, and a writer calls this once per value (the general checks below cost ~3x as much).
+    t = type(obj)
+    if t is str or t is int or t is bool or obj is None:
+        return obj
+    if t is float:
+        return obj if math.isfinite(obj) else None
+    if t is dict:
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, dict):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -173,7 +173,9 @@ def _beta_conf(rng, dist: dict, n: int) -> np.ndarray:
     Stratified draws (one uniform per n-tile, shuffled) keep the corpus-level distribution
     close to the declared one, so a calibrated preset lands near its targets for any seed
     while each persona's candidates still vary at random."""
-    from scipy.stats import beta as beta_dist
+    # The beta quantile itself, as scipy.stats.beta.ppf computes it (bit-identical, tested) without
+    # importing scipy.stats: that import is ~0.6 s of every `memjudge simulate`.
+    from scipy.special import betaincinv
 
     if n == 0:
         return np.zeros(0)
@@ -182,7 +184,7 @@ def _beta_conf(rng, dist: dict, n: int) -> np.ndarray:
     m = min(max(m, 1e-3), 1 - 1e-3)
     k = dist["concentration"]
     u = (rng.permutation(n) + rng.random(n)) / n
-    x = lo + (hi - lo) * beta_dist.ppf(u, m * k, (1 - m) * k)
+    x = lo + (hi - lo) * betaincinv(m * k, (1 - m) * k, u)
     step = dist["step"]
     return np.clip(np.round(np.round(x / step) * step, 6), lo, hi)
 
