@@ -180,3 +180,38 @@ def test_a_rerun_from_the_cache_never_loads_the_model(model, tmp_path, monkeypat
     again = _support(tmp_path, tmp_path / "cache", _judge(), out="again")
     assert again.summary.requested == 0 and again.summary.cached == len(ASSERTIONS) and loads == []
     assert again.labels["verdict"].tolist() == first.labels["verdict"].tolist()
+
+
+V2 = Path(__file__).resolve().parent / "data" / "local_cache_v2"
+
+
+def test_coverage_answers_are_shared_by_judges_that_differ_only_in_support_settings(model, tmp_path):
+    """A coverage read never sees the support prompt's settings (check, prompt, premises,
+    few_shot), so they are not in its key: the demo's coverage answers (check = true) serve a
+    default judge. A cache written when the keys held them (tests/data/local_cache_v2, main
+    9c62b45) keeps every hit, and its answers are then found under the new key by every judge."""
+    cache = tmp_path / "cache"
+    lines = [json.loads(x) for x in (V2 / "coverage.journal.jsonl").read_text().splitlines()]
+    with AnswerCache(cache) as c:
+        c.set_many((rec.pop("key"), rec) for rec in lines)
+    cands, srcs = _corpus()
+
+    def cover(name, **options):
+        judge = make_judge("local:qwen2.5-coder-1.5b", options=options)
+        return score_run(cands, srcs, judge, rubric="coverage-fact", facts=FACTS, out=tmp_path / name, cache_dir=cache,
+                         progress=False)
+
+    before = pd.read_json(V2 / "coverage.coverage.jsonl", lines=True)
+    for name, options in (("demo", {"check": True}), ("default", {}), ("premise", {"prompt": "premise", "premises": 2}),
+                          ("no-few-shot", {"few_shot": False})):
+        res = cover(name, **options)
+        assert model.calls == 0 and res.summary.requested == 0 and res.summary.cached == 2, name
+        assert [sorted(x) for x in res.coverage.covered_by] == [sorted(x) for x in before.covered_by] == [["a1"], []]
+        assert list(res.coverage.judge_score) == list(before.judge_score)
+    # What a coverage read does see still keys it: without the source, the model is asked again.
+    res = cover("no-source", coverage_source=False)
+    assert res.summary.requested == 2 and model.calls == 2 * len(ASSERTIONS)
+    # The support keys are untouched: a support run with and without the check are two runs.
+    first = _support(tmp_path, cache, _judge(), out="checked")
+    plain = _support(tmp_path, cache, make_judge("local:qwen2.5-coder-1.5b"), out="plain")
+    assert first.summary.requested == 4 and plain.summary.requested == 4

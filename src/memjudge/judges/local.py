@@ -558,8 +558,8 @@ class LocalJudge(Judge):
 
     def call_identity(self, kind: str) -> dict[str, Any]:
         """The scores' identity (no threshold); coverage calls also depend on the coverage
-        prompt and whether it shows the source."""
-        return self._call_identity(kind, self.answer_identity(), None)
+        prompt and whether it shows the source, and not on the support prompt's settings."""
+        return self._call_identity(kind, self.answer_identity(), None, support=False)
 
     def label_identity(self, kind: str) -> dict[str, Any]:
         """The scores' identity with the thresholds (support: threshold, category_thresholds;
@@ -569,20 +569,20 @@ class LocalJudge(Judge):
     def former_call_identities(self, kind: str) -> list[dict[str, Any]]:
         """Until 2026-12 the cache keys held the thresholds (`label_identity`): an answer
         stored then is still found, at the thresholds it was stored at, and a coverage answer
-        stored at an earlier packaged coverage threshold while the option is left at its default."""
+        stored at an earlier packaged coverage threshold while the option is left at its default.
+        Until 2026-12-04 a coverage answer's key also held the support prompt's settings."""
         former = [self.label_identity(kind)]
+        if kind == "coverage":
+            former.append(self._call_identity(kind, self.answer_identity(), None))
         if kind == "coverage" and self.packaged is not None and "coverage_threshold" not in self.config.options:
             former += [self._call_identity(kind, self.identity(), t) for t in self.packaged.former_coverage_thresholds]
         return former
 
-    def _call_identity(self, kind: str, ident: dict[str, Any], coverage_threshold: float | None) -> dict[str, Any]:
+    def _call_identity(self, kind: str, ident: dict[str, Any], threshold: float | None, support: bool = True) -> dict[str, Any]:
         if kind == "coverage":
-            from memjudge.judges.local_coverage import COVERAGE_PROMPT_VERSION, WORDS
+            from memjudge.judges.local_coverage import coverage_identity
 
-            part: dict[str, Any] = {"version": COVERAGE_PROMPT_VERSION, "source": self.coverage_source, "words": list(WORDS)}
-            if coverage_threshold is not None:
-                part["threshold"] = coverage_threshold
-            ident = {**ident, "coverage": part}
+            return coverage_identity(ident, self.coverage_source, threshold, support=support)
         return ident
 
     def _coverage_sync(self, call: JudgeCall) -> tuple[list[VerdictScore] | None, str | None]:

@@ -21,7 +21,7 @@ weights, whatever order the calls come in (fixed chunk boundaries, see LocalMode
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memjudge.judges.local import LocalModel, VerdictScore
@@ -30,6 +30,27 @@ if TYPE_CHECKING:
 # carries it, so old cached coverage answers are never reused).
 COVERAGE_PROMPT_VERSION = "coverage-v1"
 WORDS = ("Yes", "No")
+# What only a support verdict reads (its prompt's options, and the parts of the judge's answer
+# identity they add): a coverage read never sees them, so a coverage answer's key leaves them out.
+SUPPORT_OPTIONS = ("prompt", "premises", "few_shot", "check")
+SUPPORT_PARTS = ("answer_prefix", "split_at", "premise_check", "prompt")
+
+
+def coverage_identity(answer_identity: dict[str, Any], source: bool, threshold: float | None = None, *,
+                      support: bool = False) -> dict[str, Any]:
+    """A coverage call's identity: the judge's `answer_identity` (weights, evaluation chunks,
+    options) with this prompt's version, whether it shows the source, its answer words and, in a
+    former key, the threshold. `support`: keep the support prompt's settings, as the keys did
+    until 2026-12-04 (so `memjudge demo`'s coverage answers, check = true, now serve a default judge)."""
+    ident = dict(answer_identity)
+    if not support:
+        ident = {k: v for k, v in ident.items() if k not in SUPPORT_PARTS}
+        options = ident["params"]["options"]
+        ident["params"] = {**ident["params"], "options": {k: v for k, v in options.items() if k not in SUPPORT_OPTIONS}}
+    part: dict[str, Any] = {"version": COVERAGE_PROMPT_VERSION, "source": source, "words": list(WORDS)}
+    if threshold is not None:
+        part["threshold"] = threshold
+    return {**ident, "coverage": part}
 
 SYSTEM = """You compare a fact about a user with a statement that a memory system extracted about the same user. \
 Answer Yes if the statement states the fact: the same information, possibly in other words, more or less detail. \
