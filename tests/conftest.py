@@ -135,7 +135,7 @@ def pytest_itemcollected(item):
 
 
 # What each test took in a recent full run (setup + call + teardown, seconds; tests under a
-# tenth of a second left out; xdist's grouped node ids end in "@model"): written by
+# tenth of a second left out; xdist's grouped node ids end in "@GROUP"): written by
 # `python -m pytest --write-durations tests/durations.json`.
 DURATIONS = ROOT / "tests" / "durations.json"
 
@@ -164,7 +164,7 @@ def pytest_collection_modifyitems(config, items):
         return
     modules: dict[str, float] = {}
     for nodeid, s in seconds.items():
-        if "@" in nodeid:  # a grouped test (xdist's node id "...@model"): not in the CPU-light lane
+        if nodeid.endswith("@model"):  # the model group (xdist's node id "...@model"): not in the CPU-light lane
             continue
         module = nodeid.split("::", 1)[0]
         modules[module] = modules.get(module, 0.0) + s

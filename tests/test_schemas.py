@@ -121,6 +121,8 @@ def study(tmp_path_factory) -> Path:
     return work
 
 
+# The two tests of the study share one worker (xdist group), so its ~20 s fixture runs once.
+@pytest.mark.xdist_group("study")
 @pytest.mark.timeout(1200)
 def test_every_output_of_the_study_follows_its_schema(study):
     covered, failures = check_folder(study, NAMED, skip=("examples", "cache"))
@@ -139,6 +141,7 @@ def test_every_output_of_the_study_follows_its_schema(study):
     assert json.loads((study / "mem0-sim" / "config.json").read_text())["inputs"]["sources"]["transcript"]["personas"] == 6
 
 
+@pytest.mark.xdist_group("study")
 def test_a_missing_or_undocumented_key_fails(study):
     compare = json.loads((study / "run" / "compare.json").read_text())
     assert not errors("compare", compare)
