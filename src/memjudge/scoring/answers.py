@@ -52,12 +52,29 @@ def add_usage(total: dict[str, int], answer: JudgeAnswer, *more: dict[str, int])
             acc[k] += n
 
 
+class LabelAnswer:
+    """A valid support answer as its label rows read it, and nothing more: what a run holds in
+    place of the record once the journal and the cache have it and the journal will not be
+    rewritten from it. A million candidates are two million answers held until the rows are
+    written; the record (its dict, the answer's dict, the raw text) is ~3/4 of a KB more each.
+    Each value is what the rows took from the record (`answer.get("verdict")`, ...)."""
+
+    __slots__ = ("verdict", "evidence", "rationale", "judge_score", "usage", "latency_s", "finish_reason", "model_version")
+
+    def __init__(self, record: dict):
+        a = record["answer"]
+        self.verdict, self.evidence, self.rationale = a.get("verdict"), a.get("evidence"), a.get("rationale")
+        self.judge_score, self.usage, self.latency_s = record.get("judge_score"), record.get("usage"), record.get("latency_s")
+        self.finish_reason, self.model_version = record.get("finish_reason"), record.get("model_version")
+
+
 @dataclass(slots=True)
 class Task:
     """One distinct judge call of a run and what became of it."""
 
     call: JudgeCall
-    record: dict | None = None  # the valid-answer record (from journal, cache or this run)
+    # the valid-answer record (from journal, cache or this run); a LabelAnswer once `lighten`ed
+    record: dict | LabelAnswer | None = None
     origin: str | None = None  # "journal", "cache" or "request"
     error: str | None = None
     usage: dict | None = None
@@ -75,6 +92,12 @@ class Task:
         if self.record is not None and unanswered_facts(self.record):
             record = merge_coverage(self.record, {**record["answer"], "unanswered": record.get("unanswered")})
         self.record, self.origin, self.error = record, "request", None
+
+    def lighten(self) -> None:
+        """Keep only what the label rows read of a support answer (LabelAnswer): for a record
+        the journal and the cache already hold, and that no rewrite of the journal will need."""
+        if type(self.record) is dict:
+            self.record = LabelAnswer(self.record)
 
     @property
     def pending(self) -> bool:
@@ -226,9 +249,12 @@ def check_coverage(answer: dict, ctx: dict) -> dict:
     return valid
 
 
-def unanswered_facts(record: dict | None) -> dict[str, str]:
-    """Fact id -> why, for the reference facts a kept coverage answer still lacks."""
-    return dict((record or {}).get("unanswered") or {})
+def unanswered_facts(record: dict | LabelAnswer | None) -> dict[str, str]:
+    """Fact id -> why, for the reference facts a kept coverage answer still lacks (none for a
+    support answer's LabelAnswer)."""
+    if not isinstance(record, dict):
+        return {}
+    return dict(record.get("unanswered") or {})
 
 
 def merge_coverage(record: dict, answer: dict) -> dict:
@@ -249,6 +275,6 @@ def merge_coverage(record: dict, answer: dict) -> dict:
     return merged
 
 
-__all__ = ["FINISH_ERRORS", "LEFT_OUT", "MAX_FOLLOWUPS", "MAX_REASKS", "REASK_NOTE", "REPEATED", "AnswerCheck", "Task",
+__all__ = ["FINISH_ERRORS", "LEFT_OUT", "MAX_FOLLOWUPS", "MAX_REASKS", "REASK_NOTE", "REPEATED", "AnswerCheck", "LabelAnswer", "Task",
            "add_usage", "answer_record", "check_coverage", "followup_call", "merge_coverage", "reask_call",
            "unanswered_facts", "zero_usage"]

@@ -352,6 +352,15 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         store = AnswerStore(cache, out_dir / JOURNAL if s.write else None)
         tally = Tally(judge)
         online = OnlineRunner(judge, check, store, tally, RateLimiter(judge.config.rpm, judge.config.tpm), s.progress)
+        # A support run knows now whether the journal will be rewritten from the answers held
+        # (`compact` below: its counts do not change while support calls are asked); when it
+        # will not, each answer is held as what its rows read (Task.lighten) once the journal
+        # and the cache have it. Online only: the batch runner keeps its records.
+        if rub.kind == "support" and s.batch is None and not (s.write and _rewrites_journal(tasks, journal_lines, former_hits)):
+            online.lighten = True
+            journal = {}  # its answers are the reused tasks' records, lightened here
+            for t in tasks.values():
+                t.lighten()
         if s.write:
             store.open()
         batch_report = None
@@ -394,7 +403,9 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         if s.write:
             # New answers were appended as they came; rewrite only when the journal holds
             # lines this job did not use (damaged, other settings) or lacks cache hits.
-            compact = summary.cached > 0 or journal_lines != summary.resumed or former_hits > 0
+            compact = _rewrites_journal(tasks, journal_lines, former_hits)
+            if compact and online.lighten:
+                raise AssertionError("the journal's rewrite needs records a lightened run did not keep")
             kept = None
             if compact:
                 kept = {k: t.record for k, t in tasks.items() if t.record is not None}
@@ -417,6 +428,15 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
     finally:
         if cache is not None:
             cache.close()
+
+
+def _rewrites_journal(tasks: dict, journal_lines: int, former_hits: int) -> bool:
+    """Is the journal rewritten at the end of the run (from the records held)? When the cache
+    answered some calls, the journal holds lines this job did not use (damaged, other
+    settings), or answers were found under a former key only."""
+    cached = sum(t.origin == "cache" for t in tasks.values())
+    resumed = sum(t.origin == "journal" for t in tasks.values())
+    return cached > 0 or journal_lines != resumed or former_hits > 0
 
 
 def score(

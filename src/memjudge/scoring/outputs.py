@@ -23,7 +23,7 @@ from memjudge._util import files
 from memjudge._util.secrets import redact
 from memjudge.judges import Judge
 from memjudge.judges.rubrics import Rubric, evidence_found, normalise_ws
-from memjudge.scoring.answers import Task
+from memjudge.scoring.answers import LabelAnswer, Task
 from memjudge.scoring.jsonl import json_line, lenient
 from memjudge.scoring.plan import Plan
 from memjudge.scoring.store import JOURNAL, journal_text
@@ -45,7 +45,16 @@ def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubr
 def _label_row(item: dict, replicate: int, task: Task, run: tuple[str, str, bool], found: bool | None, extras: dict) -> dict:
     # `run`: (judge spec, rubric id, simulated), the same on every row of the run
     rec = task.record
-    if rec is not None:
+    if type(rec) is LabelAnswer:
+        row = {
+            "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
+            "judge": run[0], "rubric": run[1], "replicate": replicate,
+            "verdict": rec.verdict, "judge_score": rec.judge_score, "evidence": rec.evidence,
+            "evidence_found": found, "rationale": rec.rationale, "error": None,
+            "cached": task.origin in ("journal", "cache"), "usage": rec.usage, "latency_s": rec.latency_s,
+            "finish_reason": rec.finish_reason, "model_version": rec.model_version, "simulated": run[2],
+        }
+    elif rec is not None:
         a = rec["answer"]
         row = {
             "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
@@ -116,7 +125,7 @@ class _EvidenceFound:
         if rec is None:
             found = None
         else:
-            evidence = rec["answer"].get("evidence")
+            evidence = rec.evidence if type(rec) is LabelAnswer else rec["answer"].get("evidence")
             quote = (persona, evidence) if type(evidence) is str else None
             if quote is not None and quote in self.by_quote:
                 found = self.by_quote[quote]
