@@ -196,10 +196,20 @@ def rows_frame(rows: Iterable[dict], front: list[str]) -> pd.DataFrame:
     for col, values in zip(columns.values(), zip(*chunk)):
         col.extend(values)
     del chunk
-    text = {c for c, values in columns.items() if set(map(type, values)) <= _TEXT_TYPES}
-    others = [c for c in names if c not in text]
-    inferred = io.text_as_objects(pd.DataFrame(list(zip(*(columns[c] for c in others))), columns=others)) if others else None
-    return pd.DataFrame({c: pd.Series(columns[c], dtype=object) if c in text else inferred[c] for c in names})  # type: ignore[index]
+    # One column at a time, its list let go once it is made: the lists, the rows that pandas
+    # infers from and the frame are never all held at once (two million rows: ~8 bytes per
+    # cell each, and a tuple per row for the inferred columns).
+    made: dict[str, pd.Series] = {}
+    for c in names:
+        values = columns.pop(c)
+        if set(map(type, values)) <= _TEXT_TYPES:
+            made[c] = pd.Series(values, dtype=object)
+        else:
+            # pandas infers each column of a frame made from rows on its own: the same dtype
+            # as from all the rows at once
+            made[c] = io.text_as_objects(pd.DataFrame(list(zip(values)), columns=[c]))[c]
+        del values
+    return pd.DataFrame(made)
 
 
 def jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:
