@@ -61,19 +61,47 @@ class LabelAnswer:
 
     __slots__ = ("verdict", "evidence", "rationale", "judge_score", "usage", "latency_s", "finish_reason", "model_version")
 
-    def __init__(self, record: dict):
+    def __init__(self, record: dict, usage: Any, latency_s: Any):
         a = record["answer"]
         self.verdict, self.evidence, self.rationale = a.get("verdict"), a.get("evidence"), a.get("rationale")
-        self.judge_score, self.usage, self.latency_s = record.get("judge_score"), record.get("usage"), record.get("latency_s")
+        self.judge_score, self.usage, self.latency_s = record.get("judge_score"), usage, latency_s
         self.finish_reason, self.model_version = record.get("finish_reason"), record.get("model_version")
+
+
+class Lightener:
+    """`lighten(task)`: a support task whose record the journal and the cache already hold, and
+    that no rewrite of the journal will need, keeps only what its label rows read (LabelAnswer).
+    Its call goes too (its prompt, and its item's render inputs once every replicate is
+    answered: ~300 bytes a call), unless `keep_calls`: the rows of derived replicates read which
+    replicate it asked. Equal usage tables and latencies are held once per run (two million
+    answers have a few thousand of each; a usage dict is ~180 bytes): rows read them, never
+    change them."""
+
+    def __init__(self, keep_calls: bool = False):
+        self.keep_calls = keep_calls
+        self._usage: dict[tuple, dict] = {}
+        self._latency: dict[float, float] = {}
+
+    def __call__(self, task: Task) -> None:
+        record = task.record
+        if type(record) is not dict:
+            return
+        usage, latency = record.get("usage"), record.get("latency_s")
+        if type(usage) is dict and all(type(v) is int for v in usage.values()):  # 1 == 1.0 == True: ints only
+            usage = self._usage.setdefault(tuple(usage.items()), usage)
+        if type(latency) is float and latency > 0:  # 0.0 == -0.0, and their JSON differs
+            latency = self._latency.setdefault(latency, latency)
+        task.record = LabelAnswer(record, usage, latency)
+        if not self.keep_calls:
+            task.call = None
 
 
 @dataclass(slots=True)
 class Task:
     """One distinct judge call of a run and what became of it."""
 
-    call: JudgeCall
-    # the valid-answer record (from journal, cache or this run); a LabelAnswer once `lighten`ed
+    call: JudgeCall | None  # None once lightened (Lightener): nothing asks it again
+    # the valid-answer record (from journal, cache or this run); a LabelAnswer once lightened
     record: dict | LabelAnswer | None = None
     origin: str | None = None  # "journal", "cache" or "request"
     error: str | None = None
@@ -92,12 +120,6 @@ class Task:
         if self.record is not None and unanswered_facts(self.record):
             record = merge_coverage(self.record, {**record["answer"], "unanswered": record.get("unanswered")})
         self.record, self.origin, self.error = record, "request", None
-
-    def lighten(self) -> None:
-        """Keep only what the label rows read of a support answer (LabelAnswer): for a record
-        the journal and the cache already hold, and that no rewrite of the journal will need."""
-        if type(self.record) is dict:
-            self.record = LabelAnswer(self.record)
 
     @property
     def pending(self) -> bool:
@@ -275,6 +297,6 @@ def merge_coverage(record: dict, answer: dict) -> dict:
     return merged
 
 
-__all__ = ["FINISH_ERRORS", "LEFT_OUT", "MAX_FOLLOWUPS", "MAX_REASKS", "REASK_NOTE", "REPEATED", "AnswerCheck", "LabelAnswer", "Task",
+__all__ = ["FINISH_ERRORS", "LEFT_OUT", "MAX_FOLLOWUPS", "MAX_REASKS", "REASK_NOTE", "REPEATED", "AnswerCheck", "LabelAnswer", "Lightener", "Task",
            "add_usage", "answer_record", "check_coverage", "followup_call", "merge_coverage", "reask_call",
            "unanswered_facts", "zero_usage"]

@@ -41,7 +41,7 @@ from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeConfig
 from memjudge.judges.panel import OVERRIDABLE
 from memjudge.judges.rubrics import Rubric, load_rubric
-from memjudge.scoring.answers import AnswerCheck, rereader
+from memjudge.scoring.answers import AnswerCheck, Lightener, rereader
 from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.cost import estimate_tokens, job_cost_usd, price_usd
 from memjudge.scoring.online import OnlineRunner, RunStopped, Tally
@@ -354,13 +354,13 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         online = OnlineRunner(judge, check, store, tally, RateLimiter(judge.config.rpm, judge.config.tpm), s.progress)
         # A support run knows now whether the journal will be rewritten from the answers held
         # (`compact` below: its counts do not change while support calls are asked); when it
-        # will not, each answer is held as what its rows read (Task.lighten) once the journal
+        # will not, each answer is held as what its rows read (Lightener) once the journal
         # and the cache have it. Online only: the batch runner keeps its records.
         if rub.kind == "support" and s.batch is None and not (s.write and _rewrites_journal(tasks, journal_lines, former_hits)):
-            online.lighten = True
+            online.lighten = Lightener(keep_calls=plan.derived_replicates)
             journal = {}  # its answers are the reused tasks' records, lightened here
             for t in tasks.values():
-                t.lighten()
+                online.lighten(t)
         if s.write:
             store.open()
         batch_report = None
@@ -404,7 +404,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             # New answers were appended as they came; rewrite only when the journal holds
             # lines this job did not use (damaged, other settings) or lacks cache hits.
             compact = _rewrites_journal(tasks, journal_lines, former_hits)
-            if compact and online.lighten:
+            if compact and online.lighten is not None:
                 raise AssertionError("the journal's rewrite needs records a lightened run did not keep")
             kept = None
             if compact:

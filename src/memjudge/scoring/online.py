@@ -23,6 +23,7 @@ from memjudge.scoring.answers import (
     MAX_FOLLOWUPS,
     MAX_REASKS,
     AnswerCheck,
+    Lightener,
     Task,
     add_usage,
     answer_record,
@@ -91,9 +92,9 @@ class OnlineRunner:
         self.last_failure: str | None = None
         self.answered = 0  # answers received (valid or not): fail-fast only before the first
         self.first_failures: list[str] = []
-        # Support answers are held as their LabelAnswer once kept (Task.lighten): the engine
-        # says so when the journal will not be rewritten from the records.
-        self.lighten = False
+        # Given by the engine when the journal will not be rewritten from the records: each
+        # support answer is then held as its LabelAnswer once kept.
+        self.lighten: Lightener | None = None
 
     def failing_fast(self) -> bool:
         """The first calls all failed the same way, before any answer came back."""
@@ -178,8 +179,8 @@ class OnlineRunner:
                     continue
                 task.accept(answer_record(answer, value, usage=usage, latency_s=round(latency[0], 4), reasks=attempt))
                 await self.store.keep(call.key, task.record)
-                if self.lighten:
-                    task.lighten()
+                if self.lighten is not None:
+                    self.lighten(task)
                 break
             else:
                 task.error = f"invalid answer after {MAX_REASKS} re-asks: {last_problem}"

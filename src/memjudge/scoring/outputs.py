@@ -108,20 +108,18 @@ def _order_columns(df: pd.DataFrame, front: list[str]) -> pd.DataFrame:
 
 
 class _EvidenceFound:
-    """`evidence_found` of each call's quote, once per call (replicates read the same answer),
-    with each persona's source whitespace-normalised once rather than once per row."""
+    """`evidence_found` of each call's quote, once per persona and quote (replicates, and a
+    persona's answers, often quote the same words; the rows are made twice, for the frame and
+    the file), with each persona's source whitespace-normalised once rather than once per row.
+    Not memoised per call: two million calls would hold a dict of two million keys for it."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.by_key: dict[str, bool | None] = {}
         self.sources: dict[str, str] = {}
-        # (persona, quote) -> found: a persona's answers often quote the same words
-        self.by_quote: dict[tuple[str, str], bool | None] = {}
+        self.by_quote: dict[tuple[str, str], bool | None] = {}  # (persona, quote) -> found
 
-    def __call__(self, key: str, persona: str) -> bool | None:
-        if key in self.by_key:
-            return self.by_key[key]
-        rec = self.plan.tasks[key].record
+    def __call__(self, rec: dict | LabelAnswer | None, persona: str) -> bool | None:
+        """`evidence_found` of the quote of `rec` (a task's record) in `persona`'s source."""
         if rec is None:
             found = None
         else:
@@ -136,7 +134,6 @@ class _EvidenceFound:
                 found = evidence_found(evidence, source, normalised=True)
                 if quote is not None:
                     self.by_quote[quote] = found
-        self.by_key[key] = found
         return found
 
 
@@ -160,7 +157,7 @@ class LabelRows:
         tasks, run, found, derived = self.plan.tasks, self.run, self.found, self.plan.derived_replicates
         for key, item, r, extras in self.plan.slots:
             task = tasks[key]
-            row = _label_row(item, r, task, run, found(key, item["persona_id"]), extras)
+            row = _label_row(item, r, task, run, found(task.record, item["persona_id"]), extras)
             if derived:  # the replicate the row's answer was asked as; null where it is the row's own
                 asked = task.call.replicate
                 row[REPLICATE_OF] = asked if asked != r else None
