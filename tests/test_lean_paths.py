@@ -1,7 +1,8 @@
 """The lean structures of a large run (issue 36) give what the plain ones gave: spliced prompts
 kept as pieces (SplicedPrompt), JSONL read by column, label rows made when read and written in
-chunks. A run through them and a run through the plain paths write the same labels, journal
-and cache keys, and a rerun reuses every answer."""
+chunks, stored support answers held as what their rows read (Lightener) and the cache written
+while an in-process judge runs (store.FLUSH_AT). A run through them and a run through the plain
+paths write the same labels, journal and cache keys, and a rerun reuses every answer."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from memjudge.formats import readers
 from memjudge.judges import Prompt
 from memjudge.judges.panel import judge_config
 from memjudge.judges.rubrics import Rubric, SplicedPrompt, load_rubric
-from memjudge.scoring import outputs
+from memjudge.scoring import engine, outputs, store
+from memjudge.scoring.answers import Lightener
 from memjudge.scoring.engine import RunOptions, score_run
 from memjudge.scoring.jsonl import json_line
 from memjudge.simulation import simulate
@@ -31,6 +33,8 @@ def _plain_paths(monkeypatch) -> None:
     lean_rows = outputs.LabelRows
     monkeypatch.setattr(outputs, "LabelRows", lambda plan, judge, rub: list(lean_rows(plan, judge, rub)))
     monkeypatch.setattr(outputs, "jsonl_chunks", lambda rows: ["".join(map(json_line, rows))])
+    monkeypatch.setattr(engine, "Lightener", lambda keep_calls: (lambda task: None))  # every record held whole
+    monkeypatch.setattr(store, "FLUSH_AT", 10**9)  # the cache written by the saver, at the end
 
 
 def _lines(path: Path) -> list[dict]:
@@ -64,8 +68,19 @@ def _score(corpus: Path, out: Path, cache: Path):
                      progress=False, run=RunOptions(argv={}))
 
 
+class _CountingLightener(Lightener):
+    lightened = 0
+
+    def __call__(self, task):
+        _CountingLightener.lightened += task.record is not None
+        super().__call__(task)
+
+
 def test_lean_and_plain_paths_write_the_same_run(corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "FLUSH_AT", 7)  # many writes of the cache from the loop's thread
+    monkeypatch.setattr(engine, "Lightener", _CountingLightener)
     lean = _score(corpus, tmp_path / "lean", tmp_path / "lean-cache")
+    assert _CountingLightener.lightened == lean.summary.calls > 7
     with monkeypatch.context() as m:
         _plain_paths(m)
         plain = _score(corpus, tmp_path / "plain", tmp_path / "plain-cache")

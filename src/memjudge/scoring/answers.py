@@ -52,12 +52,57 @@ def add_usage(total: dict[str, int], answer: JudgeAnswer, *more: dict[str, int])
             acc[k] += n
 
 
+class LabelAnswer:
+    """A valid support answer as its label rows read it, and nothing more: what a run holds in
+    place of the record once the journal and the cache have it and the journal will not be
+    rewritten from it. A million candidates are two million answers held until the rows are
+    written; the record (its dict, the answer's dict, the raw text) is ~3/4 of a KB more each.
+    Each value is what the rows took from the record (`answer.get("verdict")`, ...)."""
+
+    __slots__ = ("verdict", "evidence", "rationale", "judge_score", "usage", "latency_s", "finish_reason", "model_version")
+
+    def __init__(self, record: dict, usage: Any, latency_s: Any):
+        a = record["answer"]
+        self.verdict, self.evidence, self.rationale = a.get("verdict"), a.get("evidence"), a.get("rationale")
+        self.judge_score, self.usage, self.latency_s = record.get("judge_score"), usage, latency_s
+        self.finish_reason, self.model_version = record.get("finish_reason"), record.get("model_version")
+
+
+class Lightener:
+    """`lighten(task)`: a support task whose record the journal and the cache already hold, and
+    that no rewrite of the journal will need, keeps only what its label rows read (LabelAnswer).
+    Its call goes too (its prompt, and its item's render inputs once every replicate is
+    answered: ~300 bytes a call), unless `keep_calls`: the rows of derived replicates read which
+    replicate it asked. Equal usage tables and latencies are held once per run (two million
+    answers have a few thousand of each; a usage dict is ~180 bytes): rows read them, never
+    change them."""
+
+    def __init__(self, keep_calls: bool = False):
+        self.keep_calls = keep_calls
+        self._usage: dict[tuple, dict] = {}
+        self._latency: dict[float, float] = {}
+
+    def __call__(self, task: Task) -> None:
+        record = task.record
+        if type(record) is not dict:
+            return
+        usage, latency = record.get("usage"), record.get("latency_s")
+        if type(usage) is dict and all(type(v) is int for v in usage.values()):  # 1 == 1.0 == True: ints only
+            usage = self._usage.setdefault(tuple(usage.items()), usage)
+        if type(latency) is float and latency > 0:  # 0.0 == -0.0, and their JSON differs
+            latency = self._latency.setdefault(latency, latency)
+        task.record = LabelAnswer(record, usage, latency)
+        if not self.keep_calls:
+            task.call = None
+
+
 @dataclass(slots=True)
 class Task:
     """One distinct judge call of a run and what became of it."""
 
-    call: JudgeCall
-    record: dict | None = None  # the valid-answer record (from journal, cache or this run)
+    call: JudgeCall | None  # None once lightened (Lightener): nothing asks it again
+    # the valid-answer record (from journal, cache or this run); a LabelAnswer once lightened
+    record: dict | LabelAnswer | None = None
     origin: str | None = None  # "journal", "cache" or "request"
     error: str | None = None
     usage: dict | None = None
@@ -226,9 +271,12 @@ def check_coverage(answer: dict, ctx: dict) -> dict:
     return valid
 
 
-def unanswered_facts(record: dict | None) -> dict[str, str]:
-    """Fact id -> why, for the reference facts a kept coverage answer still lacks."""
-    return dict((record or {}).get("unanswered") or {})
+def unanswered_facts(record: dict | LabelAnswer | None) -> dict[str, str]:
+    """Fact id -> why, for the reference facts a kept coverage answer still lacks (none for a
+    support answer's LabelAnswer)."""
+    if not isinstance(record, dict):
+        return {}
+    return dict(record.get("unanswered") or {})
 
 
 def merge_coverage(record: dict, answer: dict) -> dict:
@@ -249,6 +297,6 @@ def merge_coverage(record: dict, answer: dict) -> dict:
     return merged
 
 
-__all__ = ["FINISH_ERRORS", "LEFT_OUT", "MAX_FOLLOWUPS", "MAX_REASKS", "REASK_NOTE", "REPEATED", "AnswerCheck", "Task",
+__all__ = ["FINISH_ERRORS", "LEFT_OUT", "MAX_FOLLOWUPS", "MAX_REASKS", "REASK_NOTE", "REPEATED", "AnswerCheck", "LabelAnswer", "Lightener", "Task",
            "add_usage", "answer_record", "check_coverage", "followup_call", "merge_coverage", "reask_call",
            "unanswered_facts", "zero_usage"]

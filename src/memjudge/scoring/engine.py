@@ -41,7 +41,7 @@ from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeConfig
 from memjudge.judges.panel import OVERRIDABLE
 from memjudge.judges.rubrics import Rubric, load_rubric
-from memjudge.scoring.answers import AnswerCheck, rereader
+from memjudge.scoring.answers import AnswerCheck, Lightener, rereader
 from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.cost import estimate_tokens, job_cost_usd, price_usd
 from memjudge.scoring.online import OnlineRunner, RunStopped, Tally
@@ -352,6 +352,15 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         store = AnswerStore(cache, out_dir / JOURNAL if s.write else None)
         tally = Tally(judge)
         online = OnlineRunner(judge, check, store, tally, RateLimiter(judge.config.rpm, judge.config.tpm), s.progress)
+        # A support run knows now whether the journal will be rewritten from the answers held
+        # (`compact` below: its counts do not change while support calls are asked); when it
+        # will not, each answer is held as what its rows read (Lightener) once the journal
+        # and the cache have it. Online only: the batch runner keeps its records.
+        if rub.kind == "support" and s.batch is None and not (s.write and _rewrites_journal(tasks, journal_lines, former_hits)):
+            online.lighten = Lightener(keep_calls=plan.derived_replicates)
+            journal = {}  # its answers are the reused tasks' records, lightened here
+            for t in tasks.values():
+                online.lighten(t)
         if s.write:
             store.open()
         batch_report = None
@@ -394,7 +403,9 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         if s.write:
             # New answers were appended as they came; rewrite only when the journal holds
             # lines this job did not use (damaged, other settings) or lacks cache hits.
-            compact = summary.cached > 0 or journal_lines != summary.resumed or former_hits > 0
+            compact = _rewrites_journal(tasks, journal_lines, former_hits)
+            if compact and online.lighten is not None:
+                raise AssertionError("the journal's rewrite needs records a lightened run did not keep")
             kept = None
             if compact:
                 kept = {k: t.record for k, t in tasks.items() if t.record is not None}
@@ -417,6 +428,15 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
     finally:
         if cache is not None:
             cache.close()
+
+
+def _rewrites_journal(tasks: dict, journal_lines: int, former_hits: int) -> bool:
+    """Is the journal rewritten at the end of the run (from the records held)? When the cache
+    answered some calls, the journal holds lines this job did not use (damaged, other
+    settings), or answers were found under a former key only."""
+    cached = sum(t.origin == "cache" for t in tasks.values())
+    resumed = sum(t.origin == "journal" for t in tasks.values())
+    return cached > 0 or journal_lines != resumed or former_hits > 0
 
 
 def score(

@@ -23,6 +23,7 @@ from memjudge.scoring.answers import (
     MAX_FOLLOWUPS,
     MAX_REASKS,
     AnswerCheck,
+    Lightener,
     Task,
     add_usage,
     answer_record,
@@ -91,6 +92,9 @@ class OnlineRunner:
         self.last_failure: str | None = None
         self.answered = 0  # answers received (valid or not): fail-fast only before the first
         self.first_failures: list[str] = []
+        # Given by the engine when the journal will not be rewritten from the records: each
+        # support answer is then held as its LabelAnswer once kept.
+        self.lighten: Lightener | None = None
 
     def failing_fast(self) -> bool:
         """The first calls all failed the same way, before any answer came back."""
@@ -175,12 +179,15 @@ class OnlineRunner:
                     continue
                 task.accept(answer_record(answer, value, usage=usage, latency_s=round(latency[0], 4), reasks=attempt))
                 await self.store.keep(call.key, task.record)
+                if self.lighten is not None:
+                    self.lighten(task)
                 break
             else:
                 task.error = f"invalid answer after {MAX_REASKS} re-asks: {last_problem}"
         if task.record is not None and unanswered_facts(task.record):
             await self.follow_up(task, usage, latency)
-        task.usage, task.latency_s = usage, round(latency[0], 4)
+        if task.record is None:  # read by the error row only (an answer's row reads its record's)
+            task.usage, task.latency_s = usage, round(latency[0], 4)
 
     async def follow_up(self, task: Task, usage: dict, latency: list[float]) -> None:
         """Ask for the facts the kept coverage answer lacks, listing only them, up to

@@ -23,7 +23,7 @@ from memjudge._util import files
 from memjudge._util.secrets import redact
 from memjudge.judges import Judge
 from memjudge.judges.rubrics import Rubric, evidence_found, normalise_ws
-from memjudge.scoring.answers import Task
+from memjudge.scoring.answers import LabelAnswer, Task
 from memjudge.scoring.jsonl import json_line, lenient
 from memjudge.scoring.plan import Plan
 from memjudge.scoring.store import JOURNAL, journal_text
@@ -45,7 +45,16 @@ def label_row(item: dict, replicate: int, task: Task, judge: Judge, rubric: Rubr
 def _label_row(item: dict, replicate: int, task: Task, run: tuple[str, str, bool], found: bool | None, extras: dict) -> dict:
     # `run`: (judge spec, rubric id, simulated), the same on every row of the run
     rec = task.record
-    if rec is not None:
+    if type(rec) is LabelAnswer:
+        row = {
+            "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
+            "judge": run[0], "rubric": run[1], "replicate": replicate,
+            "verdict": rec.verdict, "judge_score": rec.judge_score, "evidence": rec.evidence,
+            "evidence_found": found, "rationale": rec.rationale, "error": None,
+            "cached": task.origin in ("journal", "cache"), "usage": rec.usage, "latency_s": rec.latency_s,
+            "finish_reason": rec.finish_reason, "model_version": rec.model_version, "simulated": run[2],
+        }
+    elif rec is not None:
         a = rec["answer"]
         row = {
             "assertion_id": item["assertion_id"], "persona_id": item["persona_id"], "category": item["category"],
@@ -99,24 +108,22 @@ def _order_columns(df: pd.DataFrame, front: list[str]) -> pd.DataFrame:
 
 
 class _EvidenceFound:
-    """`evidence_found` of each call's quote, once per call (replicates read the same answer),
-    with each persona's source whitespace-normalised once rather than once per row."""
+    """`evidence_found` of each call's quote, once per persona and quote (replicates, and a
+    persona's answers, often quote the same words; the rows are made twice, for the frame and
+    the file), with each persona's source whitespace-normalised once rather than once per row.
+    Not memoised per call: two million calls would hold a dict of two million keys for it."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.by_key: dict[str, bool | None] = {}
         self.sources: dict[str, str] = {}
-        # (persona, quote) -> found: a persona's answers often quote the same words
-        self.by_quote: dict[tuple[str, str], bool | None] = {}
+        self.by_quote: dict[tuple[str, str], bool | None] = {}  # (persona, quote) -> found
 
-    def __call__(self, key: str, persona: str) -> bool | None:
-        if key in self.by_key:
-            return self.by_key[key]
-        rec = self.plan.tasks[key].record
+    def __call__(self, rec: dict | LabelAnswer | None, persona: str) -> bool | None:
+        """`evidence_found` of the quote of `rec` (a task's record) in `persona`'s source."""
         if rec is None:
             found = None
         else:
-            evidence = rec["answer"].get("evidence")
+            evidence = rec.evidence if type(rec) is LabelAnswer else rec["answer"].get("evidence")
             quote = (persona, evidence) if type(evidence) is str else None
             if quote is not None and quote in self.by_quote:
                 found = self.by_quote[quote]
@@ -127,7 +134,6 @@ class _EvidenceFound:
                 found = evidence_found(evidence, source, normalised=True)
                 if quote is not None:
                     self.by_quote[quote] = found
-        self.by_key[key] = found
         return found
 
 
@@ -151,7 +157,7 @@ class LabelRows:
         tasks, run, found, derived = self.plan.tasks, self.run, self.found, self.plan.derived_replicates
         for key, item, r, extras in self.plan.slots:
             task = tasks[key]
-            row = _label_row(item, r, task, run, found(key, item["persona_id"]), extras)
+            row = _label_row(item, r, task, run, found(task.record, item["persona_id"]), extras)
             if derived:  # the replicate the row's answer was asked as; null where it is the row's own
                 asked = task.call.replicate
                 row[REPLICATE_OF] = asked if asked != r else None
@@ -187,10 +193,20 @@ def rows_frame(rows: Iterable[dict], front: list[str]) -> pd.DataFrame:
     for col, values in zip(columns.values(), zip(*chunk)):
         col.extend(values)
     del chunk
-    text = {c for c, values in columns.items() if set(map(type, values)) <= _TEXT_TYPES}
-    others = [c for c in names if c not in text]
-    inferred = io.text_as_objects(pd.DataFrame(list(zip(*(columns[c] for c in others))), columns=others)) if others else None
-    return pd.DataFrame({c: pd.Series(columns[c], dtype=object) if c in text else inferred[c] for c in names})  # type: ignore[index]
+    # One column at a time, its list let go once it is made: the lists, the rows that pandas
+    # infers from and the frame are never all held at once (two million rows: ~8 bytes per
+    # cell each, and a tuple per row for the inferred columns).
+    made: dict[str, pd.Series] = {}
+    for c in names:
+        values = columns.pop(c)
+        if set(map(type, values)) <= _TEXT_TYPES:
+            made[c] = pd.Series(values, dtype=object)
+        else:
+            # pandas infers each column of a frame made from rows on its own: the same dtype
+            # as from all the rows at once
+            made[c] = io.text_as_objects(pd.DataFrame(list(zip(values)), columns=[c]))[c]
+        del values
+    return pd.DataFrame(made)
 
 
 def jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:

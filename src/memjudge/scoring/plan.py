@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import pandas as pd
 
@@ -75,6 +78,10 @@ def default_out_dir(judge_spec: str, rubric_name: str) -> Path:
 # ---------------------------------------------------------------------------------------
 # the plan
 
+# The extra columns of every item of candidates that have none: one read-only mapping rather
+# than an empty dict per item (64 bytes each, a million of them).
+_NO_EXTRAS: Mapping[str, Any] = MappingProxyType({})
+
 
 @dataclass
 class Plan:
@@ -127,7 +134,7 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
         columns = [cands[c].tolist() for c in ("persona_id", "assertion_id", "category", "text")] + [cands[c] for c in extras_cols]
         for values in zip(*columns):
             pid, aid, cat, text = values[:4]
-            extras = {extra_names[c]: v for c, v in zip(extras_cols, values[4:])}
+            extras = {extra_names[c]: v for c, v in zip(extras_cols, values[4:])} if extras_cols else _NO_EXTRAS
             render = renderers.get(pid)
             if render is None:   # one render of the template per persona; its items are spliced in
                 render = renderers[pid] = rub.support_renderer(source=source_of[pid], persona_id=pid)
