@@ -26,9 +26,15 @@ PRELOAD = ["numpy", "pandas", "pyarrow", "pyarrow.parquet", "scipy.stats", "disk
            "openai", "httpx", "tenacity", "matplotlib"]
 
 
-def run(argv: list[str], env: dict[str, str], cwd: str | None, out: str, err: str) -> None:
+def run(argv: list[str], env: dict[str, str], cwd: str | None, out: str, err: str, nice: int | None = None) -> None:
     """The body of `python -m memjudge ARGV` with this environment and working folder; its stdout
-    and stderr go to the files `out` and `err`, its exit status is the process's."""
+    and stderr go to the files `out` and `err`, its exit status is the process's. `nice`: the
+    caller's niceness, which a child of the forkserver would not inherit (conftest.pytest_runtest_setup)."""
+    if nice is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        except PermissionError:  # lower than the forkserver's needs CAP_SYS_NICE: run at the forkserver's
+            pass
     os.environ.clear()
     os.environ.update(env)
     if cwd is not None:

@@ -71,7 +71,9 @@ def _forked(argv: list[str], env: dict, cwd, timeout: float):
 
     with tempfile.TemporaryDirectory(prefix="memjudge-cli-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        p = forkserver().Process(target=cli_runner.run, args=(argv[3:], env, None if cwd is None else str(cwd), out, err))
+        # The command runs at its test's priority (see pytest_runtest_setup), not at the forkserver's.
+        p = forkserver().Process(target=cli_runner.run, args=(argv[3:], env, None if cwd is None else str(cwd), out, err),
+                                 kwargs={"nice": os.getpriority(os.PRIO_PROCESS, 0)})
         p.start()
         timed_out = False
         try:
@@ -172,6 +174,46 @@ def pytest_collection_modifyitems(config, items):
     light = [i for i in items if i.get_closest_marker("model") is None]
     light.sort(key=lambda item: -modules.get(item.nodeid.split("::", 1)[0], 0.0))  # stable within a module
     items[:] = model + light
+
+
+# The model tests set the suite's length: they run one after another on one worker and, alone,
+# use about 1.3 of the 2 cores. llama.cpp's threads wait for each other at every layer, so a light
+# test that takes half of one core from a thread at equal priority slows the whole evaluation by up
+# to half. So while the model lane runs, a light test runs at nice LIGHT_NICE: it gets every cycle
+# the model lane leaves (its second thread sleeps between evaluations; the Python work in between
+# uses one core) and about a tenth of a core the model wants (weight 110 against 1,024). Not 19:
+# beside other users' jobs on a shared machine the light lane would then all but stop. Niceness
+# belongs to each thread (a child takes its parent thread's), so every thread of the worker is
+# reniced at each test's setup; a model test takes its worker back to 0, which needs CAP_SYS_NICE
+# (root, as in CI): without it a worker keeps the niceness it reached, and only a worker that ran a
+# light test before its model tests loses the priority (loadgroup hands the model group out first).
+# MEMJUDGE_TEST_EQUAL_PRIORITY=1 turns it off.
+LIGHT_NICE = 10
+
+
+def _renice(nice: int) -> None:
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+        except (PermissionError, ProcessLookupError):  # lowering needs CAP_SYS_NICE; a thread may have ended
+            pass
+
+
+def _model_lane(session) -> bool:
+    """Whether this run has model tests (not the fast lane, `-m "not model"`): only then do the
+    light tests yield, so that the fast lane keeps its full share of a machine shared with others."""
+    if not hasattr(session, "_memjudge_model_lane"):
+        session._memjudge_model_lane = model_installed() and any(
+            i.get_closest_marker("model") is not None for i in session.items)
+    return session._memjudge_model_lane
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # tryfirst: before fixtures are set up, so a model test's session fixture (the demo) and the
+    # servers and commands it starts run at the model's priority.
+    if sys.platform == "linux" and not os.environ.get("MEMJUDGE_TEST_EQUAL_PRIORITY") and _model_lane(item.session):
+        _renice(0 if item.get_closest_marker("model") is not None else LIGHT_NICE)
 
 
 _measured: dict[str, float] = {}
