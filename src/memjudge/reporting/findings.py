@@ -313,7 +313,8 @@ def estimate_sentence(g: dict, simulated: bool) -> str | None:
     s += (f"; corrected with {count(g.get('n_gold'))} {gold}: {estimate(ppi)}%"
           f" (gold only {estimate(gold_only)}%")
     eff = num(g.get("effective_gold_n"))
-    if eff is not None and eff > 0 and gold_only.hi is not None and gold_only.lo is not None and gold_only.hi > gold_only.lo:
+    g_lo, g_hi = gold_only.lo, gold_only.hi
+    if eff is not None and eff > 0 and g_lo is not None and g_hi is not None and g_hi > g_lo:
         s += f"; as precise as {count(eff)} gold labels alone"
     lo, hi = ppi.lo, ppi.hi
     if lo is not None and hi is not None and jv is not None:

@@ -382,9 +382,10 @@ def calibration_table(run: Run) -> Table | None:
     if cat is None:
         return None
     sub = cal[cal["category"] == cat].sort_values("lo", kind="stable")
-    # the columns' values as itertuples gives them, which the stubs type as any scalar
-    rows = [[coef(lo, 2) if lo == hi else f"{coef(lo, 2)}–{coef(hi, 2)}", count(n), estimate(Estimate(rate, ci_lo, ci_hi))]
-            for lo, hi, n, rate, ci_lo, ci_hi in zip(sub["lo"], sub["hi"], sub["n"], sub["rate"], sub["ci_lo"], sub["ci_hi"])]
+    # Column by column, the values itertuples gives: pandas-stubs types its fields as any scalar.
+    columns = zip(sub["lo"], sub["hi"], sub["n"], sub["rate"], sub["ci_lo"], sub["ci_hi"])
+    rows = [[coef(lo, 2) if lo == hi else f"{coef(lo, 2)}–{coef(hi, 2)}", count(n),
+             estimate(Estimate(rate, ci_lo, ci_hi))] for lo, hi, n, rate, ci_lo, ci_hi in columns]
     judge = (run.get("calibration") or {}).get("judge")
     jn = f" (judge {judge_label(judge, run)})" if judge else ""
     return Table(f"Calibration of the {cat} category{jn}: support by confidence bin. Data: calibration.json.",
