@@ -43,10 +43,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pandas as pd
 
 from memjudge.errors import UsageError
+
+if TYPE_CHECKING:
+    from memjudge.judges.base import Judge
 
 LOCAL_JUDGE = "local:qwen2.5-coder-1.5b"
 # The rubric prompt with the premise check (option check): the demo's sources are first-person
@@ -111,8 +115,32 @@ class DemoResult:
         return d
 
 
-def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say,
-                     personas: int = CALIBRATION_PERSONAS) -> tuple[object, dict]:
+# The demo takes whatever judges are registered as "local" and "sim" (judges.register): these
+# are what it reads of them beyond the Judge interface.
+@runtime_checkable
+class _EmbeddedJudge(Protocol):
+    """LocalJudge's thresholds and weights (a stand-in without a model has them too)."""
+
+    threshold: float
+    category_thresholds: dict[str, float]
+
+    def weights_path(self) -> Path: ...
+
+
+@runtime_checkable
+class _LabellingJudge(Protocol):
+    """SimJudge's fast path: every candidate's labels without the scoring engine."""
+
+    def labels(self, candidates: pd.DataFrame, replicates: int = 1) -> pd.DataFrame: ...
+
+
+def _embedded(judge: Judge) -> _EmbeddedJudge:
+    assert isinstance(judge, _EmbeddedJudge), f"{judge.spec} lacks what the demo reads of the embedded judge"
+    return judge
+
+
+def _calibrate_local(judge: Judge, seed: int, out: Path, scale: dict, cache_dir, say,
+                     personas: int = CALIBRATION_PERSONAS) -> tuple[Judge, dict]:
     """Score a small simulated-gold sample of `personas` other personas with the embedded judge,
     pick its threshold there with `memjudge calibrate`, and return the judge at that threshold."""
     from memjudge.judges import make_judge
@@ -127,7 +155,8 @@ def _calibrate_local(judge, seed: int, out: Path, scale: dict, cache_dir, say,
     cal = calibrate(res.labels, sample.labels, LOCAL_JUDGE, target=CALIBRATION_TARGET)
     info = {"threshold": cal.threshold, "target": CALIBRATION_TARGET, "options": LOCAL_OPTIONS, "n": cal.n,
             "n_unsupported": cal.n_unsupported, "personas": personas, "seed": cal_seed,
-            "packaged_threshold": judge.threshold, "packaged_category_thresholds": judge.category_thresholds}
+            "packaged_threshold": _embedded(judge).threshold,
+            "packaged_category_thresholds": _embedded(judge).category_thresholds}
     say(f"      threshold {cal.threshold:+.2f} calibrated on a simulated-gold sample ({cal.n} candidates of "
         f"{personas} other personas, seed {cal_seed}, target {CALIBRATION_TARGET}); packaged "
         f"{_thresholds_text(info)}")
@@ -167,7 +196,7 @@ def _local_quality(labels: pd.DataFrame, gold: pd.DataFrame, threshold: float, c
     }
 
 
-def _coverage_local(judge, corpus, out: Path, personas: int | None, cache_dir, progress: bool, say) -> tuple[pd.DataFrame, dict]:
+def _coverage_local(judge: Judge, corpus, out: Path, personas: int | None, cache_dir, progress: bool, say) -> tuple[pd.DataFrame, dict]:
     """The embedded judge's coverage of the reference facts of the first `personas` personas
     (None: all), scored against the corpus's construction map: (the coverage map Table 1 uses,
     coverage_judge.json's content)."""
@@ -183,6 +212,7 @@ def _coverage_local(judge, corpus, out: Path, personas: int | None, cache_dir, p
                     cache_dir=cache_dir, progress=progress)
     seconds = time.perf_counter() - t
     judged = res.coverage
+    assert judged is not None  # the coverage rubric's rows
     ag = coverage_agreement(judged, corpus.coverage, corpus.candidates)
     everyone = len(chosen) == len(ids)
     info = {
@@ -240,7 +270,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     judge = make_judge(LOCAL_JUDGE, options=LOCAL_OPTIONS)
     t = time.perf_counter()
     say(f"[1/6] embedded judge {LOCAL_JUDGE}: verifying the weights ...")
-    judge.weights_path()
+    _embedded(judge).weights_path()
     seconds["verify_model"] = time.perf_counter() - t
 
     # 2. A corpus with known truth.
@@ -264,6 +294,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     result = score_run(corpus.candidates, corpus.sources, judge, replicates=REPLICATES, out=out / "local",
                        cache_dir=cache_dir, progress=progress)
     local_labels = result.labels
+    assert local_labels is not None  # the support rubric's rows
     seconds["score_local"] = time.perf_counter() - t
     summ = result.summary
     if summ.requested == 0 and summ.errors == 0:
@@ -274,6 +305,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     sims = []
     for name in SIM_JUDGES:
         sim = make_judge(f"sim:{name}", options={"truth": str(corpus_dir), "seed": seed})
+        assert isinstance(sim, _LabellingJudge), f"{sim.spec} has no labels()"
         sims.append(sim.labels(corpus.candidates, replicates=REPLICATES))
     from memjudge.formats import LABEL_COLUMNS, REPLICATE_OF
 
@@ -289,7 +321,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     seconds["coverage_local"] = coverage_info["seconds"]
     write_json(out / "coverage_judge.json", coverage_info)
     write_jsonl(out / "coverage.jsonl", frame_records(table1_coverage))
-    quality = _local_quality(labels, corpus.labels, judge.threshold, calibration)
+    quality = _local_quality(labels, corpus.labels, _embedded(judge).threshold, calibration)
     write_json(out / "local_judge.json", quality)
     if "auc" in quality:
         say(f"      {LOCAL_JUDGE} vs gold: AUC {quality['auc']:.3f}, balanced accuracy {quality['balanced_accuracy']:.3f} "
@@ -339,7 +371,7 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     # 6. The report.
     t = time.perf_counter()
     write_json(out / "config.json", {
-        "command": "demo", "judge": LOCAL_JUDGE, "threshold": judge.threshold, "threshold_calibration": calibration,
+        "command": "demo", "judge": LOCAL_JUDGE, "threshold": _embedded(judge).threshold, "threshold_calibration": calibration,
         "replicates": REPLICATES, "replicates_derived": REPLICATE_OF in local_labels.columns,
         "simulated_judges": [f"sim:{x}" for x in SIM_JUDGES], "personas": n, "seed": seed,
         "candidates_per_persona": CANDIDATES_PER_PERSONA, "folds": folds, "offline": True,

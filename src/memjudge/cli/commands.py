@@ -60,6 +60,7 @@ def cmd_score(args) -> int:
               + (f" (batch prices: x{s.batch['discount']:g})" if s.batch and s.estimated_cost_usd is not None else ""))
         return 0
     name = "labels.jsonl" if result.labels is not None else "coverage.jsonl"
+    assert result.out_dir is not None  # set whenever the run writes, which the CLI's always does
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items()))
     cost = f", cost ${s.cost_usd:.4f}" if s.cost_usd is not None else ""
     print(f"wrote {result.out_dir / name}: {s.rows} rows{' (' + counts + ')' if counts else ''}")
@@ -144,7 +145,7 @@ def cmd_agreement(args) -> int:
 
     labels = read_labels(args.labels)
     gold = read_gold(args.gold) if args.gold else None
-    notes = []
+    notes: list[str] = []
     if gold is not None and "annotator" in gold.columns and gold["annotator"].nunique() > 1:
         # several annotators: each is a rater `human:NAME` beside the judges (spec §10)
         import pandas as pd

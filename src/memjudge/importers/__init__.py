@@ -78,6 +78,8 @@ class Importer:
     licence: str = ""
     attribution: str = ""
     required_files: tuple[str, ...] = ()
+    # "gold": the importer reads one export file into one gold file through `import_gold`, not `load`
+    writes: str | None = None
 
     def check_folder(self, folder: Path) -> None:
         if not folder.exists():
@@ -89,6 +91,9 @@ class Importer:
                 raise InputError(folder / name, f"missing: the {self.name} importer needs {', '.join(self.required_files)} in {folder}")
 
     def load(self, folder: Path) -> Imported:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def import_gold(self, path: str | Path, out: str | Path) -> dict[str, Any]:  # pragma: no cover - interface
         raise NotImplementedError
 
 

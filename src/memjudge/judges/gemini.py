@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import httpx2
     from google import genai
     from google.genai import errors, types
+    from pydantic import BaseModel
 else:  # imported by the first request: a fully cached run never loads the SDK
     httpx2 = lazy.module("httpx2")
     genai = lazy.module("google.genai")
@@ -110,7 +111,7 @@ class GeminiJudge(Judge):
         self.mode = "json_schema" if config.response_format == "auto" else config.response_format
         self._logprobs = config.logprobs
         self._logprobs_seen = False
-        self._schemas: dict[type, dict[str, Any]] = {}
+        self._schemas: dict[type[BaseModel], dict[str, Any]] = {}
 
     def identity(self) -> dict[str, Any]:
         return {**super().identity(), "base_url": self.base_url,
@@ -119,7 +120,7 @@ class GeminiJudge(Judge):
     def effective(self) -> dict[str, Any]:
         return {"response_format": self.mode, "logprobs": self._logprobs, "logprobs_returned": self._logprobs_seen}
 
-    def _schema(self, model: type) -> dict[str, Any]:
+    def _schema(self, model: type[BaseModel]) -> dict[str, Any]:
         schema = self._schemas.get(model)
         if schema is None:
             schema = self._schemas[model] = model.model_json_schema()

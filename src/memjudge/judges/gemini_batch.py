@@ -119,7 +119,7 @@ class GeminiBatches:
         from google.genai.batches import _GenerateContentResponse_from_mldev
 
         rec, key = result_line(raw, "key", calls, out)
-        if rec is None:
+        if rec is None or key is None:  # both or neither
             return
         error, response = rec.get("error") or rec.get("status"), rec.get("response")
         if isinstance(response, dict):

@@ -377,17 +377,14 @@ class LocalJudge(Judge):
         self.check_options(OPTION_KEYS)
         name = config.model
         self.packaged = PACKAGED.get(name)
+        self._path: Path | None = None  # local:PATH.gguf's file; a packaged model's is joined at first use
         if self.packaged is None:
             if not name.lower().endswith(".gguf"):
-                raise UsageError(
-                    f"{config.spec}: unknown local model (use local:{DEFAULT_MODEL} or local:PATH.gguf)"
-                )
+                raise UsageError(f"{config.spec}: unknown local model (use local:{DEFAULT_MODEL} or local:PATH.gguf)")
             path = Path(name).expanduser()
             if not path.is_file():
                 raise UsageError(f"{config.spec}: no such GGUF file {path}")
-            self._path: Path | None = path.resolve()
-        else:
-            self._path = None
+            self._path = path.resolve()
         opts = config.options
         self.prompt_mode = opts.get("prompt", DEFAULT_PROMPT)
         if self.prompt_mode not in PROMPT_MODES:
@@ -502,15 +499,15 @@ class LocalJudge(Judge):
         if self.packaged:
             ident["weights_sha256"] = self.packaged.sha256
         else:
-            st = self._path.stat()
-            ident["weights_file"] = {"path": str(self._path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+            st = (path := self.weights_path()).stat()
+            ident["weights_file"] = {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         return ident
 
     @property
     def model_version(self) -> str:
         if self.packaged:
             return f"{self.packaged.filename} sha256:{self.packaged.sha256[:12]}"
-        return self._path.name
+        return self.weights_path().name
 
     def ensure_loaded(self, context: str = "main") -> LocalModel:
         """Assemble/verify the weights and load the model (slow the first time; call in a thread).
@@ -527,7 +524,10 @@ class LocalJudge(Judge):
     def weights_path(self) -> Path:
         """The model's GGUF file, verified (joined on first use), not loaded: a bad file is a one-line
         error before any work, and a run whose every answer is cached never pays for the load."""
-        return packaged_model_path(self.packaged.name) if self.packaged else self._path
+        if self.packaged:
+            return packaged_model_path(self.packaged.name)
+        assert self._path is not None  # __init__ sets it whenever the model is not a packaged one
+        return self._path
 
     def load_all(self) -> None:
         """Load every context this judge's options read (the check's too), so that no load time

@@ -34,7 +34,7 @@ import contextlib
 import functools
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memjudge._util import lazy
 from memjudge.errors import MemjudgeError, UsageError
@@ -181,8 +181,10 @@ class OpenAIJudge(Judge):
         if fmt is None:
             from openai.lib._parsing import type_to_response_format_param
 
-            # The SDK's strict conversion (additionalProperties false, every key required).
-            fmt = self._formats[schema] = type_to_response_format_param(schema)
+            # The SDK's strict conversion (additionalProperties false, every key required). Its
+            # annotation covers every argument it takes; given a model class it returns the
+            # json_schema dict, never `omit`.
+            fmt = self._formats[schema] = cast(dict[str, Any], type_to_response_format_param(schema))
         return fmt
 
     def request_params(self, call: JudgeCall, mode: str | None = None) -> dict[str, Any]:
@@ -331,7 +333,7 @@ class OpenAIJudge(Judge):
                 raise MalformedResponse(f"HTTP {response.status_code} with a body that is not an OpenAI chat "
                                         f"completion ({type(e).__name__}: {e}): {_snippet(response.text)}") from None
             request_id = response.headers.get("x-request-id")
-            if request_id:
+            if request_id and answer.raw is not None:  # to_answer always sets raw
                 answer.raw["request_id"] = request_id
             if mode != "text" and self.config.response_format == "auto" and answer.finish_reason == "stop":
                 if not _is_json(answer.text):
@@ -360,6 +362,7 @@ class OpenAIJudge(Judge):
             thinking_tokens=reasoning,
         )
         model, fingerprint = body.get("model"), body.get("system_fingerprint")
+        version: str | None
         if fingerprint:
             version = f"{model} ({fingerprint})"
         else:

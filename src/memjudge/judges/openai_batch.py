@@ -92,11 +92,11 @@ class OpenAIBatches:
         from openai.types.chat import ChatCompletion
 
         rec, key = result_line(raw, "custom_id", calls, out)
-        if rec is None:
+        if rec is None or key is None:  # both or neither
             return
         response, error = rec.get("response"), rec.get("error")
         status = response.get("status_code") if isinstance(response, dict) else None
-        if status == 200 and isinstance(response.get("body"), dict):
+        if status == 200 and isinstance(response, dict) and isinstance(response.get("body"), dict):
             try:
                 completion = ChatCompletion.model_validate(response["body"])
             except pydantic.ValidationError as e:

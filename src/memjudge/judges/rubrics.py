@@ -134,6 +134,8 @@ class SplicedPrompt(Prompt):
     then the item) would be most of a large run's memory. Equal to, hashed, shown, copied and
     pickled as the plain `Prompt` of the same text."""
 
+    _spliced: tuple[Callable[[list[str], tuple[str, str, str]], str], list[str], tuple[str, str, str]]
+
     def __init__(self, system: str, splice: Callable[[list[str], tuple[str, str, str]], str], pieces: list[str],
                  given: tuple[str, str, str]):
         object.__setattr__(self, "system", system)
@@ -171,7 +173,7 @@ def _schema_type(name: str, schema: dict, where: str):
         values = schema["enum"]
         if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
             raise ValueError(f"{where}: enum must be a non-empty list of strings")
-        return Literal[tuple(values)]  # type: ignore[valid-type]
+        return Literal[tuple(values)]
     if t in _SCALARS:
         return _SCALARS[t]
     if t == "array":
@@ -406,7 +408,7 @@ def parse_json_answer(text: str | None) -> Any:
 # ---------------------------------------------------------------------------------------
 # loading
 
-_SAMPLES = {
+_SAMPLES: dict[str, list[dict[str, Any]]] = {
     "support": [dict(source="s", assertion="a", category="c", persona_id="p", assertion_id="x")],
     "coverage": [
         dict(source="s", persona_id="p", facts=[], assertions=[{"id": "x", "text": "a", "category": "c"}]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +135,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
     q = run.get("judge_quality")
     if q:
         blocks.append(Heading("The embedded judge against gold labels"))
-        keys = [("judge", "Judge", str), ("n", "Items (replicate 0)", count), ("auc", "AUC of the log-odds", coef),
+        keys: list[tuple[str, str, Callable[[object], str]]] = [("judge", "Judge", str), ("n", "Items (replicate 0)", count), ("auc", "AUC of the log-odds", coef),
                 ("balanced_accuracy", "Balanced accuracy at the threshold", coef), ("accuracy", "Accuracy (%)", pct),
                 ("threshold", "Threshold (log-odds)", signed),
                 ("in_sample_best_threshold", "In-sample best threshold (optimistic)",

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 PAPER_SIZE = (6.5, 4.0)
 DPI = 200
@@ -27,7 +31,7 @@ NEUTRAL = "#7F7F7F"
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--"]
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "font.size": 8.5,
     "axes.titlesize": 9.5,
     "axes.labelsize": 9,
@@ -168,9 +172,9 @@ def support_by_category(rates: pd.DataFrame, gated: Sequence[str] = (), title: s
     cats = list(first.sort_values(kind="stable").index)
     cats += [c for c in dict.fromkeys(rates["category"]) if c not in cats]
     styles = {**judge_styles(judges), **(styles or {})}
-    gated = set(gated or ())
+    shaded = set(gated or ())
     for i, c in enumerate(cats):
-        if c in gated:
+        if c in shaded:
             ax.axvspan(i - 0.48, i + 0.48, color=HIGHLIGHT, alpha=0.10, linewidth=0)
     _judge_bars(ax, rates, "rate", judges, cats, styles)
     _category_axis(fig, ax, [f"{c}\n(gated)" if c in gated else str(c) for c in cats], len(judges),
@@ -212,14 +216,15 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
     def order(df):
         return df.assign(_t=df["threshold"].fillna(-np.inf)).sort_values("_t", kind="stable")
 
+    # Zoomed in (lowest_shown set) only with a floor and a sweep whose retentions meet it or not.
     zoom = floor is not None and not sweep.empty and sweep["retention"].notna().any()
-    lowest_shown = max(0.0, floor - 0.25) if zoom else None
+    lowest_shown = max(0.0, floor - 0.25) if floor is not None and zoom else None
     if not sweep.empty:
         s = order(sweep)
         xs, ys = _pct(s[x]), _pct(s["faithfulness"])
         ax.plot(xs, ys, color=NEUTRAL, linewidth=1.0, linestyle=":", zorder=1)
         ax.scatter(xs, ys, s=6, color=NEUTRAL, zorder=2)
-        if zoom:
+        if floor is not None and lowest_shown is not None:
             ret = s["retention"].to_numpy(dtype=float)
             ok = ret >= floor - 1e-12
             ax.plot(np.where(ok, xs, np.nan), np.where(ok, ys, np.nan), color=NEUTRAL, linewidth=1.8, zorder=2,
@@ -257,7 +262,7 @@ def faithfulness_vs_coverage(sweep: pd.DataFrame, points: pd.DataFrame, floor: f
                     zorder=4, label=str(p["label"]))
         view_x += [px - (xerr or 0), px + (xerr or 0)]
         view_y += [py - (yerr or 0), py + (yerr or 0)]
-    if zoom and view_x:
+    if lowest_shown is not None and view_x:
         # Thresholds that discard most candidates stretch the axes far from the fitted policies;
         # the view keeps the policies and the sweep down to `lowest_shown` retention.
         (x0, x1), (y0, y1) = (np.nanmin(view_x), np.nanmax(view_x)), (np.nanmin(view_y), np.nanmax(view_y))
@@ -298,7 +303,8 @@ def count_columns(bins: pd.DataFrame, emphasise: str | None = None) -> pd.DataFr
             col_lo[i], col_hi[i] = inside[0]
     group = np.where(b["category"].to_numpy() == emphasise, "emphasised", "other") if emphasise else np.full(len(b), "other")
     out = pd.DataFrame({"group": group, "lo": col_lo, "hi": col_hi, "n": b["n"].to_numpy(dtype=float)})
-    return out.groupby(["group", "lo", "hi"], as_index=False, sort=True)["n"].sum()
+    # pandas-stubs types a column's groupby sum as a Series; with as_index=False it is a DataFrame
+    return out.groupby(["group", "lo", "hi"], as_index=False, sort=True)["n"].sum()  # type: ignore[return-value]
 
 
 def _column_widths(cols: pd.DataFrame) -> np.ndarray:
@@ -365,7 +371,7 @@ def calibration(bins: pd.DataFrame, emphasise: str | None = None, title: str | N
             k += 1
     cols = count_columns(bins, emphasise)
     cols["width"] = _column_widths(cols) * 0.9
-    base = {}
+    base: dict[float, float] = {}
     for name, color, alpha, z in (("emphasised", HIGHLIGHT, 0.85, 3), ("other", NEUTRAL, 0.35, 2)):
         g = cols[cols["group"] == name]
         if g.empty:
@@ -459,6 +465,7 @@ def agreement_matrix(pairs: pd.DataFrame, judges: Sequence[str] | None = None, t
         for side in ax.spines.values():
             side.set_visible(False)
         ax.tick_params(length=0)
+    assert im is not None  # drawn on each of the two axes
     fig.colorbar(im, ax=list(axes), shrink=0.8, label="Coefficient (colour clipped at 0)")
     fig.suptitle(title or "Pairwise agreement between judges", fontsize=9.5)
     return fig
@@ -553,10 +560,11 @@ def panel_error_rates(errors: pd.DataFrame, title: str | None = None) -> Figure:
             low = max(0.0, float(finite.min()) - 0.03) if finite.size else 0.0
             ax.plot([low, 1], [low, 1], color=NEUTRAL, linewidth=0.8, linestyle="--", label="estimate = measured")
             for r in d.itertuples(index=False):
-                colour = styles[r.judge][0]
+                judge = str(r.judge)  # a judge_label string; the stubs type a row's fields as any scalar
+                colour = styles[judge][0]
                 ax.errorbar(r.gold, r.value, yerr=_yerr(r.value, r.lo, r.hi), xerr=_yerr(r.gold, r.gold_lo, r.gold_hi),
-                            fmt=MARKERS[judges.index(r.judge) % len(MARKERS)], color=colour, ecolor=colour,
-                            elinewidth=0.8, capsize=2, markersize=5, label=_short(r.judge))
+                            fmt=MARKERS[judges.index(judge) % len(MARKERS)], color=colour, ecolor=colour,
+                            elinewidth=0.8, capsize=2, markersize=5, label=_short(judge))
             ax.set_xlim(low, 1.005)
             ax.set_ylim(low, 1.005)
             ax.set_xlabel(f"Measured {measure} (gold)")
@@ -564,8 +572,9 @@ def panel_error_rates(errors: pd.DataFrame, title: str | None = None) -> Figure:
         else:
             ys = np.arange(len(d))[::-1]
             for y, r in zip(ys, d.itertuples(index=False)):
-                colour = styles[r.judge][0]
-                ax.errorbar(r.value, y, xerr=_yerr(r.value, r.lo, r.hi), fmt=MARKERS[judges.index(r.judge) % len(MARKERS)],
+                judge = str(r.judge)  # as above
+                colour = styles[judge][0]
+                ax.errorbar(r.value, y, xerr=_yerr(r.value, r.lo, r.hi), fmt=MARKERS[judges.index(judge) % len(MARKERS)],
                             color=colour, ecolor=colour, elinewidth=0.8, capsize=2, markersize=5)
             ax.set_yticks(ys, [_short(j, 24) for j in d["judge"]])
             ax.set_xlabel(f"Estimated {measure} (95% interval)")

@@ -162,8 +162,8 @@ def findings(run: Run) -> list[str]:
             summ = (run.get("robustness") or {}).get("summary") or {}
             lg = summ.get("lowest_is_gated") if isinstance(summ, dict) else None
             nj = num(summ.get("judges")) if isinstance(summ, dict) else None
-            if isinstance(lg, dict) and num(lg.get("judges")) is not None and nj and nj > 1:
-                k = int(num(lg["judges"]))
+            if isinstance(lg, dict) and (kj := num(lg.get("judges"))) is not None and nj and nj > 1:
+                k = int(kj)
                 s += (f" The lowest-support category is the gated one under {'every judge' if k == nj else 'none of the judges' if k == 0 else f'{k} of {int(nj)} judges'}"
                       + (f" ({k} of {int(nj)})" if k == nj else "") + ".")
             out.append(s)
@@ -174,7 +174,7 @@ def findings(run: Run) -> list[str]:
         n_folds = fold_count(cmp_)
         parts = []
         for m in ("faithfulness", "coverage", "retention"):
-            p = paired.get(m) if isinstance(paired.get(m), dict) else {}
+            p = pm if isinstance(pm := paired.get(m), dict) else {}
             e = Estimate.from_dict(p)
             mean = e.value
             if mean is None:
@@ -265,15 +265,15 @@ def ordering_summary(run: Run) -> str | None:
         sm = summ.get(m)
         failing = [judge_label(u["judge"], run) for u in prim if unit_holds(u)[m] is False]
         ku = nu = None
-        if isinstance(sm, dict) and num(sm.get("judges")) is not None:
-            k = num(sm["judges"])
+        if isinstance(sm, dict) and (kj := num(sm.get("judges"))) is not None:
+            k = kj
             n = num(sm.get("judges_with_coverage")) if m == "coverage" and "judges_with_coverage" in sm \
                 else num(summ.get("judges"))
             ku = num(sm.get("units"))
             nu = num(sm.get("units_with_coverage")) if m == "coverage" and "units_with_coverage" in sm \
                 else num(summ.get("units"))
         else:
-            known = [unit_holds(u)[m] for u in prim if unit_holds(u)[m] is not None]
+            known = [h for u in prim if (h := unit_holds(u)[m]) is not None]
             k, n = sum(known), len(known)
         if not n:
             continue
@@ -313,7 +313,8 @@ def estimate_sentence(g: dict, simulated: bool) -> str | None:
     s += (f"; corrected with {count(g.get('n_gold'))} {gold}: {estimate(ppi)}%"
           f" (gold only {estimate(gold_only)}%")
     eff = num(g.get("effective_gold_n"))
-    if eff is not None and eff > 0 and gold_only.has_interval and gold_only.hi > gold_only.lo:
+    g_lo, g_hi = gold_only.lo, gold_only.hi
+    if eff is not None and eff > 0 and g_lo is not None and g_hi is not None and g_hi > g_lo:
         s += f"; as precise as {count(eff)} gold labels alone"
     lo, hi = ppi.lo, ppi.hi
     if lo is not None and hi is not None and jv is not None:

@@ -9,6 +9,8 @@ calibration.json's bins (``support_rate``, ``ci_lo``, ``ci_hi``), read under tho
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from memjudge._util.text import count, num
@@ -33,7 +35,7 @@ def robustness_units(run: Run) -> list[dict]:
     judge, replicate, label, primary (the judge's first unit), categories [{category, rate, lo,
     hi, n}], overall (an `Estimate`, None when absent) and overall_n, lowest, gated,
     p_gated_lowest, table (compare.json's write_all/policies/paired)."""
-    units = []
+    units: list[dict[str, Any]] = []
     for u in (run.get("robustness") or {}).get("units") or []:
         if not isinstance(u, dict):
             continue
@@ -183,7 +185,7 @@ def fold_diff_frame(run: Run, a: str = "targeted", b: str = "global") -> pd.Data
         if a not in wide.columns or b not in wide.columns:
             continue
         d = (pd.to_numeric(wide[a], errors="coerce") - pd.to_numeric(wide[b], errors="coerce")).dropna()
-        rows += [{"metric": m, "repeat": r, "fold": f, "difference": float(v)} for (r, f), v in d.items()]
+        rows += [{"metric": m, "repeat": r, "fold": f, "difference": float(v)} for (r, f), v in zip(d.index, d)]
     return pd.DataFrame(rows, columns=["metric", "repeat", "fold", "difference"])
 
 

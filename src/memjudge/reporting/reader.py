@@ -205,14 +205,14 @@ def is_simulated(judge: str) -> bool:
     return judge.startswith("sim:") or (judge.startswith("panel:") and ("(sim:" in judge or "+sim:" in judge))
 
 
-def judge_label(judge: str, run: Run | None = None) -> str:
+def judge_label(judge: object, run: Run | None = None) -> str:
     """A judge's name as shown, marked when its labels are simulated."""
-    judge = str(judge)
-    if is_simulated(judge):
-        return f"{judge} (simulated)"
-    if judge in ("gold", "gold labels") and run is not None and run.simulated_truth:
-        return f"{judge} (simulated truth)"
-    return judge
+    name = str(judge)  # whatever the run's JSON holds there
+    if is_simulated(name):
+        return f"{name} (simulated)"
+    if name in ("gold", "gold labels") and run is not None and run.simulated_truth:
+        return f"{name} (simulated truth)"
+    return name
 
 
 def simulated_gold(run: Run) -> bool:

@@ -65,10 +65,10 @@ def make_figures(run: Run, out_dir: Path, dpi: int | None = None) -> dict[str, t
             points = points[points[x].notna() & points["faithfulness"].notna()]
         tsweep = sweep_frame(run, "targeted")
         tsweep = tsweep[tsweep[x].notna()] if not tsweep.empty else tsweep
-        gated = ", ".join(gated_categories(run))
+        gated_text = ", ".join(gated_categories(run))
         save("faithfulness_vs_coverage",
              F.faithfulness_vs_coverage(sweep, points, floor=floor, x=x, targeted_sweep=tsweep,
-                                        targeted_label=f"Targeted threshold sweep ({gated})" if gated else None,
+                                        targeted_label=f"Targeted threshold sweep ({gated_text})" if gated_text else None,
                                         title=None if x == "coverage" else "Faithfulness vs retention"),
              ("Faithfulness against estimated coverage" if x == "coverage" else
               "Faithfulness against retention (no coverage in this run)")

@@ -82,7 +82,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
               "Δ coverage vs write-all (pts)"]
     rows = []
     wa = c.get("write_all") or {}
-    wa_ci = c.get("write_all_ci") if isinstance(c.get("write_all_ci"), dict) else {}
+    wa_ci = ci if isinstance(ci := c.get("write_all_ci"), dict) else {}
     # write_all_ci's estimates are the full-sample figures of write_all with their intervals
     rows.append(["Write-all (full sample)", _with_ci(wa.get("faithfulness"), wa_ci.get("faithfulness")),
                  pct(wa.get("retention")), _with_ci(wa.get("coverage"), wa_ci.get("coverage")), MISSING, MISSING])
@@ -93,6 +93,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
     def ms(pol, m):
         return mean_sd(pol.get(m))
 
+    name: str  # a policy's key in compare.json (JSON keys are strings)
     for name in [n for n in ("global", "targeted", "per_category") if n in pols] + \
                 [n for n in pols if n not in ("write_all", "global", "targeted", "per_category")]:
         pol = pols[name]
@@ -101,7 +102,7 @@ def table1(c: dict, judge_note: str = "", number: str = "1", run: Run | None = N
             label = f"Targeted ({gate_s})"
         rows.append([label, ms(pol, "faithfulness"), ms(pol, "retention"), ms(pol, "coverage"),
                      pts(pol.get("delta_faithfulness")), pts(pol.get("delta_coverage"))])
-    vs_wa = c.get("paired_vs_write_all") if isinstance(c.get("paired_vs_write_all"), dict) else {}
+    vs_wa = vw if isinstance(vw := c.get("paired_vs_write_all"), dict) else {}
     n_folds = fold_count(c)
     same = []
     for name in [n for n in ("global", "targeted", "per_category") if n in vs_wa] + \
@@ -381,8 +382,10 @@ def calibration_table(run: Run) -> Table | None:
     if cat is None:
         return None
     sub = cal[cal["category"] == cat].sort_values("lo", kind="stable")
-    rows = [[coef(r.lo, 2) if r.lo == r.hi else f"{coef(r.lo, 2)}–{coef(r.hi, 2)}", count(r.n),
-             estimate(Estimate(r.rate, r.ci_lo, r.ci_hi))] for r in sub.itertuples()]
+    # Column by column, the values itertuples gives: pandas-stubs types its fields as any scalar.
+    columns = zip(sub["lo"], sub["hi"], sub["n"], sub["rate"], sub["ci_lo"], sub["ci_hi"])
+    rows = [[coef(lo, 2) if lo == hi else f"{coef(lo, 2)}–{coef(hi, 2)}", count(n),
+             estimate(Estimate(rate, ci_lo, ci_hi))] for lo, hi, n, rate, ci_lo, ci_hi in columns]
     judge = (run.get("calibration") or {}).get("judge")
     jn = f" (judge {judge_label(judge, run)})" if judge else ""
     return Table(f"Calibration of the {cat} category{jn}: support by confidence bin. Data: calibration.json.",
