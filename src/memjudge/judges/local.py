@@ -574,8 +574,8 @@ class LocalJudge(Judge):
         former = [self.label_identity(kind)]
         if kind == "coverage":
             former.append(self._call_identity(kind, self.answer_identity(), None))
-        if kind == "coverage" and self.packaged is not None and "coverage_threshold" not in self.config.options:
-            former += [self._call_identity(kind, self.identity(), t) for t in self.packaged.former_coverage_thresholds]
+            if self.packaged is not None and "coverage_threshold" not in self.config.options:
+                former += [self._call_identity(kind, self.identity(), t) for t in self.packaged.former_coverage_thresholds]
         return former
 
     def _call_identity(self, kind: str, ident: dict[str, Any], threshold: float | None, support: bool = True) -> dict[str, Any]:
