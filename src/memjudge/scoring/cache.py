@@ -182,6 +182,10 @@ class AnswerCache:
         `Cache.set` itself."""
         cache = self._cache
         it = iter(items)
+        # The statement journal of each INSERT (the pages it changes that the transaction had
+        # changed already: ~one index page per row) in memory rather than a temporary file: a
+        # write() call per page saved, ~2 us per answer. Not persisted: this connection only.
+        cache._con.execute("PRAGMA temp_store = MEMORY")
         with cache.transact():
             bulk = self._bulk_ok()
             con = cache._con
