@@ -1034,8 +1034,9 @@ def test_load_journal_reads_each_line_as_its_own_answer(tmp_path):
 
 def test_collection_is_paused_only_inside_a_run_and_left_as_found(tmp_path):
     """score_run pauses automatic garbage collection while it builds rows (memjudge._util.gcpause)
-    and resumes it around requests; afterwards the collector is as the caller left it, on or
-    off, and after a failing run too."""
+    and resumes it around requests, with what it built meanwhile frozen (never walked by those
+    collections); afterwards the collector is as the caller left it, on or off, nothing of the
+    run frozen and a caller's own frozen objects still frozen, and after a failing run too."""
     import gc
 
     from memjudge._util import gcpause
@@ -1059,18 +1060,26 @@ def test_collection_is_paused_only_inside_a_run_and_left_as_found(tmp_path):
             assert not gc.isenabled()  # the caller's own switch stands
     finally:
         gc.enable()
+    gc.freeze()  # the caller's: left frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with gcpause.paused(), gcpause.resumed():
+            assert gc.isenabled() and gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
 
     from scripted_judge import ScriptedJudge, support_answer
 
     seen = []
 
     def script(call, n):
-        seen.append(gc.isenabled())  # requests run with collection on
+        seen.append((gc.isenabled(), gc.get_freeze_count() > 0))  # requests run with collection on, the plan frozen
         return support_answer(call)
 
     score_run(candidates_frame(4), sources_frame(4), ScriptedJudge(script=script), out=tmp_path / "r", cache_dir=tmp_path / "c",
               progress=False)
-    assert len(seen) == 4 and all(seen) and gc.isenabled()
+    assert seen == [(True, True)] * 4 and gc.isenabled() and gc.get_freeze_count() == 0
     with pytest.raises(UsageError):
         score_run(candidates_frame(4), sources_frame(4), ScriptedJudge(script=script), limit=0, out=tmp_path / "r2",
                   cache_dir=tmp_path / "c", progress=False)

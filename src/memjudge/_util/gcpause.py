@@ -42,9 +42,19 @@ def paused() -> Iterator[None]:
 
 @contextlib.contextmanager
 def resumed() -> Iterator[None]:
-    """Collection on inside the block if `paused` turned it off (the requests of a run)."""
+    """Collection on inside the block if `paused` turned it off (the requests of a run).
+
+    What was made while paused (every task, prompt and key of the run: millions of objects)
+    is frozen meanwhile: it all sat in the youngest generation, and the block's first
+    collections would walk all of it, then the full ones again and again, to find cycles it
+    does not make (a tenth of a first run's CPU at 100,000 candidates). The collections of the
+    block walk only what the block makes. Not when something else froze objects already:
+    unfreezing ours would unfreeze theirs too."""
     with _lock:
         mine = _held > 0 and not gc.isenabled()
+        froze = mine and gc.get_freeze_count() == 0
+        if froze:
+            gc.freeze()
         if mine:
             gc.enable()
     try:
@@ -54,6 +64,8 @@ def resumed() -> Iterator[None]:
             with _lock:
                 if _held > 0:
                     gc.disable()
+                if froze:
+                    gc.unfreeze()
 
 
 __all__ = ["paused", "resumed"]

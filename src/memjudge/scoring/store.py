@@ -24,8 +24,12 @@ JOURNAL = "journal.jsonl"
 # Answers kept before the cache is written on the event loop's own thread: a judge that never
 # yields (in-process: sim, local) never lets the saver task run, and every answer of the run
 # would wait for the end in memory (~1 KB each, two million at a million candidates). Not
-# fewer: at 4,096 a run of 400,000 calls took ~10% more CPU (a SQLite transaction each).
-FLUSH_AT = 32768
+# fewer: at 4,096 a run of 400,000 calls took ~10% more CPU (a SQLite transaction each). Each
+# transaction writes every index page it touched, twice (the write-ahead log, then the
+# database), and the keys (hashes) touch pages at random: at a million candidates the index
+# is ~40,000 pages, 32,768 random keys land on about half of them, and the run wrote 13.9 GB
+# for a 1.5 GB cache (8.4 GB at 131,072). The answers held meanwhile cost ~1 KB each.
+FLUSH_AT = 131072
 # A str as the journal's JSON writes it (ensure_ascii=False, as json_line).
 _json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
