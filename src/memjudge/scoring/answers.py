@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast, final
 
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, Prompt
 from memjudge.judges.rubrics import AnswerError, Rubric
@@ -52,6 +52,9 @@ def add_usage(total: dict[str, int], answer: JudgeAnswer, *more: dict[str, int])
             acc[k] += n
 
 
+# final: without subclasses, a record whose type is not LabelAnswer is a dict to the type
+# checker too (the rows tell them apart by `type(rec) is LabelAnswer`).
+@final
 class LabelAnswer:
     """A valid support answer as its label rows read it, and nothing more: what a run holds in
     place of the record once the journal and the cache have it and the journal will not be
@@ -118,7 +121,8 @@ class Task:
         """A valid answer of this run; one completing a kept partial coverage answer adds only
         the facts that one lacked."""
         if self.record is not None and unanswered_facts(self.record):
-            record = merge_coverage(self.record, {**record["answer"], "unanswered": record.get("unanswered")})
+            # only a dict record has unanswered facts (a LabelAnswer never does)
+            record = merge_coverage(cast(dict, self.record), {**record["answer"], "unanswered": record.get("unanswered")})
         self.record, self.origin, self.error = record, "request", None
 
     @property

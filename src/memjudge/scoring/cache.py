@@ -29,7 +29,7 @@ from memjudge.judges.base import Prompt, canonical_json
 
 # A string as canonical_json writes it (json.dumps with ensure_ascii=False writes every str
 # with this function), without json.dumps' per-call setup: the planner writes thousands.
-_json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_json_string = json.encoder.encode_basestring
 
 ENV_VAR = "MEMJUDGE_CACHE_DIR"
 KEY_VERSION = 1  # bump when the key's composition changes

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from memjudge.judges import JudgeConfig
 
 
@@ -18,7 +20,8 @@ def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict
     """Cost of a run's usage: batch requests at `batch_discount` times the online prices."""
     online = {k: tokens.get(k, 0) - batch_tokens.get(k, 0) for k in tokens}
     full, batch = price_usd(config, online), price_usd(config, batch_tokens)
-    return None if full is None else full + config.batch_discount * batch
+    # price_usd is None for a config without prices alone, whatever the usage: both or neither.
+    return None if full is None else full + config.batch_discount * cast(float, batch)
 
 
 def estimate_tokens(text: str) -> int:

@@ -124,7 +124,7 @@ class RunSettings:
     parquet: bool = False
     write: bool = True
     judges_file: str | os.PathLike | None = None
-    argv: list[str] | None = None
+    argv: dict[str, Any] | None = None  # config.json's `command`: the CLI's settings by option name
     echo: Any = None  # echo(line): the dry run's listing of the first call
     batch: Any = None  # BatchSettings, or None for online calls
     inputs: dict[str, str | None] = dataclasses.field(default_factory=dict)  # how each input is named in config.json
@@ -388,6 +388,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             verdicts = labels["verdict"].fillna("null").value_counts().to_dict()
             nrows = len(labels)
         else:
+            assert coverage is not None  # make_rows leaves out only the frame of the other kind
             verdicts = {}
             nrows = len(coverage)
         summary = ScoreSummary(
@@ -459,7 +460,9 @@ def score(
         raise UsageError("score(dry_run=True) has no labels; use score_run(..., dry_run=True) for the estimate")
     result = score_run(candidates, sources, judge, rubric=rubric, facts=facts, replicates=replicates, out=out,
                        cache_dir=cache_dir, progress=progress, **options)
-    return result.labels if result.labels is not None else result.coverage
+    frame = result.labels if result.labels is not None else result.coverage
+    assert frame is not None  # only a dry run has neither, refused above
+    return frame
 
 
 __all__ = ["AllCallsFailed", "RunOptions", "RunSettings", "ScoreResult", "ScoreSummary", "run_files", "score", "score_run"]

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import cast
 
 from memjudge._util.secrets import redact, request_error, secret_values
 from memjudge.errors import MemjudgeError
-from memjudge.judges import Judge
+from memjudge.judges import Judge, JudgeCall
 from memjudge.judges.base import RequestTimeout
 from memjudge.scoring.answers import (
     MAX_FOLLOWUPS,
@@ -138,6 +139,7 @@ class OnlineRunner:
         except Exception as e:
             latency[0] += time.perf_counter() - t0
             error = request_error(e, self.tally.secrets)
+            assert task.call is not None  # asked: only an answered task's call is dropped (Lightener)
             log.info("%s: %s: %s", self.judge.spec, task.call.item.get("assertion_id") or task.call.item.get("persona_id"), error)
             self.failure_streak += 1
             self.last_failure = error
@@ -162,6 +164,7 @@ class OnlineRunner:
         current = call
         last_problem = None
         if task.record is None:
+            assert call is not None  # only an answered task's call is dropped (Lightener)
             for attempt in range(MAX_REASKS + 1):
                 if attempt:
                     self.tally.reasks += 1
@@ -178,7 +181,7 @@ class OnlineRunner:
                     last_problem = value
                     continue
                 task.accept(answer_record(answer, value, usage=usage, latency_s=round(latency[0], 4), reasks=attempt))
-                await self.store.keep(call.key, task.record)
+                await self.store.keep(call.key, cast(dict, task.record))  # accept leaves a dict
                 if self.lighten is not None:
                     self.lighten(task)
                 break
@@ -194,6 +197,9 @@ class OnlineRunner:
         MAX_FOLLOWUPS times; each valid part is kept (journal, cache) as it comes. What is still
         missing stays in the record's `unanswered` with its error: a rerun asks only for it."""
         why: dict[str, str] = {}
+        # Asked for a record with unanswered facts: a dict (a LabelAnswer has none), whose task
+        # kept its call (Lightener drops it with the dict); accept and the updates below keep it a dict.
+        assert isinstance(task.record, dict) and task.call is not None
         # Usage of the requests that built the record: a kept answer's own (from an earlier
         # run), or nothing when this run asked for it (`usage` counts that request already).
         prior = dict(task.record.get("usage") or {}) if task.origin in ("journal", "cache") else {}
@@ -224,7 +230,8 @@ class OnlineRunner:
 
     async def run(self, pending: list[Task], progress_total: int, progress_done: int) -> None:
         """Ask every pending task; RunStopped when the judge is unreachable or keeps failing."""
-        queue = sorted(pending, key=lambda t: self.judge.order_key(t.call))
+        # pending: no record, or a partial one (a dict), and so still their calls (see Lightener)
+        queue = sorted(pending, key=lambda t: self.judge.order_key(cast(JudgeCall, t.call)))
         it = iter(queue)
         bar = self.tally.progress = Progress(self.tally, self.check.rubric.name, progress_total, progress_done) if self.progress else None
         abort: list[str] = []

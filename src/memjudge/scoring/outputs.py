@@ -13,15 +13,16 @@ import hashlib
 import json
 import operator
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
 from memjudge import formats as io
 from memjudge._util import files
 from memjudge._util.secrets import redact
-from memjudge.judges import Judge
+from memjudge.judges import Judge, JudgeCall
 from memjudge.judges.rubrics import Rubric, evidence_found, normalise_ws
 from memjudge.scoring.answers import LabelAnswer, Task
 from memjudge.scoring.jsonl import json_line, lenient
@@ -80,7 +81,8 @@ def _label_row(item: dict, replicate: int, task: Task, run: tuple[str, str, bool
 def coverage_rows(persona: str, replicate: int, task: Task, judge: Judge, rubric: Rubric, facts: list[dict] | None) -> list[dict]:
     """The rows of one coverage call: one per reference fact it asks about (or per fact the judge
     listed). A fact its kept answer still lacks is null with its own error, never "not covered"."""
-    rec = task.record
+    # A coverage run's records stay dicts: only a support run's are lightened (LabelAnswer).
+    rec = cast("dict | None", task.record)
     cached = task.origin in ("journal", "cache")
     scores = (rec or {}).get("candidate_scores")
 
@@ -88,7 +90,8 @@ def coverage_rows(persona: str, replicate: int, task: Task, judge: Judge, rubric
         answered = covered_by is not None
         return {"persona_id": persona, "fact_id": fact_id, "fact_text": fact_text, "covered_by": covered_by, "judge": judge.spec,
                 "rubric": rubric.id, "replicate": replicate, "error": error, "cached": cached,
-                "judge_score": rec.get("judge_score") if answered and rubric.per_fact else None,
+                # answered: `covered_by` came from the record, so there is one
+                "judge_score": cast(dict, rec).get("judge_score") if answered and rubric.per_fact else None,
                 "candidate_scores": scores if answered and rubric.per_fact else None}
 
     if rec is None:
@@ -159,7 +162,9 @@ class LabelRows:
             task = tasks[key]
             row = _label_row(item, r, task, run, found(task.record, item["persona_id"]), extras)
             if derived:  # the replicate the row's answer was asked as; null where it is the row's own
-                asked = task.call.replicate
+                call = task.call
+                assert call is not None  # the tasks of derived replicates keep their calls (Lightener.keep_calls)
+                asked = call.replicate
                 row[REPLICATE_OF] = asked if asked != r else None
             yield row
 
@@ -178,8 +183,9 @@ def rows_frame(rows: Iterable[dict], front: list[str]) -> pd.DataFrame:
     if first is None:
         return pd.DataFrame(columns=front)
     keys = first.keys()
-    names = [c for c in front if c in keys] + [c for c in keys if c not in front]
+    names: list[str] = [c for c in front if c in keys] + [c for c in keys if c not in front]
     columns: dict[str, list] = {c: [] for c in names}
+    values: Sequence[Any]  # a chunk's column (a tuple), then a whole column (a list)
     take = operator.itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
     chunk = [take(first)]
     for row in it:
@@ -227,10 +233,11 @@ def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | Non
     tasks = plan.tasks
     if rub.kind == "support":
         cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS + ([REPLICATE_OF] if plan.derived_replicates else [])
-        rows = LabelRows(plan, judge, rub)
+        rows: Iterable[dict] = LabelRows(plan, judge, rub)
         labels = rows_frame(rows, cols)
         if plan.derived_replicates:
-            asked = [tasks[key].call.replicate for key, _item, _r, _extras in plan.slots]
+            # the tasks of derived replicates keep their calls (Lightener.keep_calls)
+            asked = [cast(JudgeCall, tasks[key].call).replicate for key, _item, _r, _extras in plan.slots]
             labels[REPLICATE_OF] = pd.array([a if a != r else None for a, (_k, _i, r, _e) in zip(asked, plan.slots)], dtype="Int64")
         return labels, None, rows
     rows = [row for key, pid, r, facts in plan.slots for row in coverage_rows(pid, r, tasks[key], judge, rub, facts)]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -146,7 +146,8 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
                 a = 0 if derived else r
                 slots.append((add(prompt, item_keys[a], item, a, fields, render.prefix), item, r, extras))
     else:
-        by_persona = {pid: g for pid, g in cands.groupby("persona_id", sort=False)}
+        # the readers made persona_id text
+        by_persona = cast("dict[str, pd.DataFrame]", {pid: g for pid, g in cands.groupby("persona_id", sort=False)})
         facts_by = {pid: g for pid, g in fact_df.groupby("persona_id", sort=False)} if fact_df is not None else {}
         if rub.per_fact and fact_df is None:
             raise UsageError(f"rubric {rub.name!r} asks one call per reference fact: it needs --facts")
@@ -164,7 +165,8 @@ def plan_calls(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFram
                 else [(fl, assertions)]
             for facts, shown in groups:
                 prompt = rub.render_coverage(source=source_of[pid], assertions=shown, facts=facts, persona_id=pid)
-                item = {"persona_id": pid, **({"fact_id": facts[0]["id"]} if rub.per_fact else {})}
+                # a per-fact group's facts are its one fact, [f]
+                item = {"persona_id": pid, **({"fact_id": cast("list[dict]", facts)[0]["id"]} if rub.per_fact else {})}
                 fields = {"source": source_of[pid], "persona_id": pid, "facts": facts or [], "assertions": shown}
                 for r, key in enumerate(keys.keys(prompt, range(replicates))):
                     key = add(prompt, key, item, r, fields)

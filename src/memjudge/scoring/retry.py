@@ -12,9 +12,10 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NoReturn, TypeVar, cast
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
 
 from memjudge.judges.base import Judge
 
@@ -89,14 +90,18 @@ async def call_with_retry(
         server_delay[state.attempt_number] = delay
         return backoff_s(judge, state.attempt_number, delay)
 
+    # tenacity retries (before_sleep), or gives up (give_up), only after an attempt that raised:
+    # `retry` is retry_if_exception, false for an attempt that returned.
     def before_sleep(state: RetryCallState) -> None:
         if on_retry is None or state.outcome is None:
             return
+        error = state.outcome.exception()
+        assert error is not None
         on_retry(
             RetryEvent(
                 judge=judge.spec,
                 attempt=state.attempt_number,
-                error=state.outcome.exception(),
+                error=error,
                 wait_s=state.upcoming_sleep,
                 server_delay_s=server_delay.get(state.attempt_number),
             )
@@ -108,8 +113,10 @@ async def call_with_retry(
         delay = server_delay.get(state.attempt_number)
         return delay is not None and delay > cfg.retry_after_max_s
 
-    def give_up(state: RetryCallState):  # tenacity asks `wait` before `stop`: the delay is known
+    def give_up(state: RetryCallState) -> NoReturn:  # tenacity asks `wait` before `stop`: the delay is known
+        assert state.outcome is not None
         exc = state.outcome.exception()
+        assert exc is not None
         if too_long(state) and state.attempt_number < cfg.max_attempts:
             raise RetryDelayTooLong(
                 f"the server asked to wait {server_delay[state.attempt_number]:g} s before retrying, more than "
@@ -119,7 +126,9 @@ async def call_with_retry(
 
     retrying = AsyncRetrying(
         retry=retry_if_exception(judge.is_retryable),
-        stop=stop_after_attempt(cfg.max_attempts) | too_long,
+        # stop_any calls each stop with the state, a plain function too (tenacity's StopBaseT
+        # admits one), but `|` is annotated for stop_base alone.
+        stop=stop_after_attempt(cfg.max_attempts) | cast(stop_base, too_long),
         wait=wait,
         before_sleep=before_sleep,
         sleep=sleep,

@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import IO
 
 from memjudge import formats as io
 from memjudge.scoring.answers import Task
@@ -31,7 +32,7 @@ JOURNAL = "journal.jsonl"
 # for a 1.5 GB cache (8.4 GB at 131,072). The answers held meanwhile cost ~1 KB each.
 FLUSH_AT = 131072
 # A str as the journal's JSON writes it (ensure_ascii=False, as json_line).
-_json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_json_string = json.encoder.encode_basestring
 
 
 def load_journal(path: Path) -> tuple[dict[str, dict], int]:
@@ -152,7 +153,7 @@ class AnswerStore:
     def __init__(self, cache: AnswerCache | None, journal_path: Path | None):
         self.cache = cache
         self.journal_path = journal_path
-        self._journal = None
+        self._journal: IO[str] | None = None
         self._unsaved: list[tuple[str, dict]] = []
         self._saver: asyncio.Task | None = None
         self._writing = False  # the saver's thread is writing a batch
@@ -195,6 +196,8 @@ class AnswerStore:
 
     async def _save_unsaved(self) -> None:
         while self._unsaved:
+            # Only `keep` holds answers back, and only for a cache (never replaced): there is one.
+            assert self.cache is not None
             batch, self._unsaved = self._unsaved, []
             self._writing = True
             try:

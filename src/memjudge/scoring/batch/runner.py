@@ -30,8 +30,9 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from memjudge._util.aio import run_sync
 from memjudge._util.secrets import request_error
@@ -60,7 +61,8 @@ class Runner:
         self.settings = settings
         self.tasks = tasks  # key -> Task still without an answer
         self.run_dir = run_dir
-        self.calls = {k: t.call for k, t in tasks.items()}
+        # pending tasks: only an answered task's call is dropped (Lightener)
+        self.calls = cast("dict[str, JudgeCall]", {k: t.call for k, t in tasks.items()})
         self.next_request: dict[str, tuple[int, str | None]] = {}  # key -> (re-ask number, problem)
         self.resubmits: dict[str, int] = {}
         self.usage: dict[str, dict[str, int]] = {}
@@ -231,10 +233,11 @@ class Runner:
         acc = self.usage.setdefault(key, zero_usage())
         add_usage(acc, answer, self.tally.tokens, self.tally.batch_tokens)
         task.saw(answer)
-        outcome, value = self.check.examine(task.call, answer)
+        # a task still without an answer: it has its call (only an answered task's is dropped)
+        outcome, value = self.check.examine(cast(JudgeCall, task.call), answer)
         if outcome == "valid":
             task.accept(answer_record(answer, value, usage=dict(acc), latency_s=None, reasks=reask, batch_job=j["job_id"]))
-            await self.store.keep(key, task.record)
+            await self.store.keep(key, cast(dict, task.record))  # accept leaves a dict
             return {}
         if outcome == "final":
             self._settle(key, value)
@@ -295,7 +298,8 @@ async def run_batch(judge: Judge, pending: list[Task], run_dir: Path, settings: 
         state.data["judge"] = ident
         state.data["invocations"] = int(state.data.get("invocations", 0)) + 1
         state.save()
-        runner = Runner(judge, adapter, state, settings, {t.call.key: t for t in pending}, run_dir,
+        # pending tasks: only an answered task's call is dropped (Lightener)
+        runner = Runner(judge, adapter, state, settings, {cast(JudgeCall, t.call).key: t for t in pending}, run_dir,
                         check=check, store=store, tally=tally, echo=progress)
         try:
             await runner.run()
@@ -363,7 +367,11 @@ async def _status(run_dir, base_url, cancel: bool) -> list[dict]:
             if j["state"] != "done":
                 info = await _live(adapter, j)
                 if cancel and info is not None and not info.terminal:
-                    info = await call_with_retry(judge, lambda i=info: adapter.cancel(i.id))
+                    # a def, not a lambda: mypy cannot infer a lambda with a default argument here
+                    def cancel_job(i: JobInfo = info) -> Awaitable[JobInfo]:
+                        return adapter.cancel(i.id)
+
+                    info = await call_with_retry(judge, cancel_job)
             rows.append(_row(j, info))
     finally:
         await judge.aclose()
