@@ -13,6 +13,7 @@ import re
 import pandas as pd
 import pytest
 
+from fake_server import Fault
 from memjudge.errors import InputError, UsageError
 from memjudge.judges.panel import judge_config
 from memjudge.judges.rubrics import load_rubric, rubric_from_toml
@@ -232,6 +233,24 @@ def test_batch_asks_left_out_facts_in_follow_up_jobs_and_a_rerun_asks_only_for_t
     res = batch_run()
     assert fake_server.count() == 0 and res.summary.requested == 0
     assert {f: r["covered_by"] for f, r in by_fact(res).items()} == TRUTH
+
+
+def test_a_failed_batch_follow_up_goes_online_with_fallback(fake_server, tmp_path, monkeypatch):
+    # The follow-up's batch line fails (a 5xx, every time): with batch_fallback "online" it is
+    # asked online, and the kept record's usage is the batch request's plus the online follow-up's.
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_S", "0.002")
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_MAX_S", "0.02")
+    fake_server.enqueue(Fault.server_error(), route="openai.batch_line", when=lambda req: "plays the cello" not in (req.user or ""),
+                        times=None)
+    fake_server.answer_fn = script = Scripted(answer(leave_out={"f4"}), answer())
+    res = run(fake_server, tmp_path, batch=True, batch_fallback="online")
+    assert script.asked == [["f1", "f2", "f3", "f4"], ["f4"]] and "plays the cello" not in fake_server.requests[-1].user
+    assert fake_server.count(route="openai.batches.create") == 2 and fake_server.count(route="openai.chat") == 1
+    s = res.summary
+    assert (s.requests, s.followups, s.batch["online"], s.facts_unanswered) == (3, 2, 1, 0)
+    assert {f: r["covered_by"] for f, r in by_fact(res).items()} == TRUTH
+    last = journal(tmp_path)[-1]
+    assert last["followups"] == 1 and last["usage"] == s.tokens  # the failed line has no usage
 
 
 # ---------------------------------------------------------------------------------------

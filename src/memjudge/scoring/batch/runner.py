@@ -372,7 +372,8 @@ async def run_batch(judge: Judge, pending: list[Task], run_dir: Path, settings: 
         except Exception as e:  # the provider refused a batch call after retries
             raise MemjudgeError(f"memjudge: batch {judge.spec}: {request_error(e, tally.secrets)}; "
                                 f"the job state is kept in {state.path}, rerun the same command to resume") from None
-        asked_online = [runner.tasks[k] for k in sorted(runner.online) if runner.tasks[k].record is None]
+        # a partial coverage answer's failed follow-up too: online asks for its missing facts
+        asked_online = [runner.tasks[k] for k in sorted(runner.online) if runner.tasks[k].pending]
         if asked_online:
             runner.echo(f"{len(asked_online)} failed batch requests go online")
             await online.run(asked_online, progress_total=len(asked_online), progress_done=0)
