@@ -13,6 +13,7 @@ import re
 import pandas as pd
 import pytest
 
+from fake_server import Fault
 from memjudge.errors import InputError, UsageError
 from memjudge.judges.panel import judge_config
 from memjudge.judges.rubrics import load_rubric, rubric_from_toml
@@ -175,6 +176,81 @@ def test_an_answer_keeping_no_fact_is_re_asked(fake_server, tmp_path):
     assert fake_server.count() == 2 and res.summary.reasks == 1 and len(script.asked) == 2
     assert "no fact of the list was answered" in fake_server.requests[1].user
     assert {f: r["covered_by"] for f, r in by_fact(res).items()} == TRUTH
+
+
+@pytest.mark.parametrize("provider", ["openai", "gemini"])
+def test_batch_asks_left_out_facts_in_follow_up_jobs_and_a_rerun_asks_only_for_them(fake_server, tmp_path, monkeypatch, provider):
+    # As online (the first test above), through the batch API: each follow-up goes in the next
+    # batch job (batch prices, no online request), and a rerun's batch job lists only what is missing.
+    from memjudge.judges import JudgeConfig
+
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_S", "0.002")
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_MAX_S", "0.02")
+    spec, url = (JUDGE, fake_server.openai_base_url) if provider == "openai" else ("gemini:gemini-2.5-flash", fake_server.url)
+    judge = JudgeConfig(spec=spec, base_url=url, price_input_per_mtok=1.0, price_output_per_mtok=4.0)
+    online_route = "openai.chat" if provider == "openai" else "gemini.generate"
+
+    def batch_run(name="run", **kw):
+        return score_run(CANDIDATES, SOURCES, judge, rubric="coverage", facts=FACTS, out=tmp_path / name,
+                         cache_dir=tmp_path / "cache", progress=False, **with_run_options({"batch": True, **kw}))
+
+    def creates():
+        return fake_server.count(route=f"{provider}.batches.create")
+
+    fake_server.answer_fn = script = Scripted(answer(leave_out={"f3", "f4"}), answer(leave_out={"f4"}), answer(leave_out={"f4"}))
+    res = batch_run()
+    assert script.asked == [["f1", "f2", "f3", "f4"], ["f3", "f4"], ["f4"]]
+    assert creates() == 1 + MAX_FOLLOWUPS and fake_server.count(route=online_route) == 0
+    s = res.summary
+    assert (s.requests, s.followups, s.reasks, s.facts_unanswered) == (1 + MAX_FOLLOWUPS, MAX_FOLLOWUPS, 0, 1)
+    assert s.cost_usd == pytest.approx(0.5 * (s.tokens["input_tokens"] * 1.0 + s.tokens["output_tokens"] * 4.0) / 1e6) and s.cost_usd > 0
+    rows = by_fact(res)
+    assert {f: rows[f]["covered_by"] for f in ("f1", "f2", "f3")} == {f: TRUTH[f] for f in ("f1", "f2", "f3")}
+    assert rows["f4"]["covered_by"] is None
+    assert rows["f4"]["error"] == (f"no valid answer for this fact after {MAX_FOLLOWUPS} follow-up calls (follow-up 2: no fact "
+                                   "of the list was answered (facts missing from the answer: f4))")
+    last = journal(tmp_path)[-1]
+    assert [f["fact_id"] for f in last["answer"]["facts"]] == ["f1", "f2", "f3"] and last["unanswered"] == {"f4": LEFT_OUT}
+    assert last["followups"] == 1 and 0 < last["usage"]["input_tokens"] < s.tokens["input_tokens"]
+
+    # The same rows, tokens and kept record as online with the same answers.
+    fake_server.answer_fn = Scripted(answer(leave_out={"f3", "f4"}), answer(leave_out={"f4"}), answer(leave_out={"f4"}))
+    online = batch_run("online", batch=False, use_cache=False)
+    pd.testing.assert_frame_equal(res.coverage.drop(columns="cached"), online.coverage.drop(columns="cached"))
+    assert online.summary.tokens == s.tokens and journal(tmp_path, "online")[-1]["usage"] == last["usage"]
+    kept_usage = last["usage"]
+
+    # A rerun (the judge now answers) asks only for f4, in one batch job; a third run asks nothing.
+    fake_server.reset()
+    fake_server.answer_fn = script = Scripted(answer())
+    res = batch_run()
+    assert script.asked == [["f4"]] and creates() == 1 and fake_server.count(route=online_route) == 0
+    assert res.summary.followups == 1 and res.summary.facts_unanswered == 0
+    assert {f: r["covered_by"] for f, r in by_fact(res).items()} == TRUTH
+    last = journal(tmp_path)[-1]
+    assert last["usage"] == {k: kept_usage[k] + res.summary.tokens[k] for k in kept_usage} and last["followups"] == 2
+    fake_server.reset()
+    res = batch_run()
+    assert fake_server.count() == 0 and res.summary.requested == 0
+    assert {f: r["covered_by"] for f, r in by_fact(res).items()} == TRUTH
+
+
+def test_a_failed_batch_follow_up_goes_online_with_fallback(fake_server, tmp_path, monkeypatch):
+    # The follow-up's batch line fails (a 5xx, every time): with batch_fallback "online" it is
+    # asked online, and the kept record's usage is the batch request's plus the online follow-up's.
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_S", "0.002")
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_MAX_S", "0.02")
+    fake_server.enqueue(Fault.server_error(), route="openai.batch_line", when=lambda req: "plays the cello" not in (req.user or ""),
+                        times=None)
+    fake_server.answer_fn = script = Scripted(answer(leave_out={"f4"}), answer())
+    res = run(fake_server, tmp_path, batch=True, batch_fallback="online")
+    assert script.asked == [["f1", "f2", "f3", "f4"], ["f4"]] and "plays the cello" not in fake_server.requests[-1].user
+    assert fake_server.count(route="openai.batches.create") == 2 and fake_server.count(route="openai.chat") == 1
+    s = res.summary
+    assert (s.requests, s.followups, s.batch["online"], s.facts_unanswered) == (3, 2, 1, 0)
+    assert {f: r["covered_by"] for f, r in by_fact(res).items()} == TRUTH
+    last = journal(tmp_path)[-1]
+    assert last["followups"] == 1 and last["usage"] == s.tokens  # the failed line has no usage
 
 
 # ---------------------------------------------------------------------------------------

@@ -163,6 +163,9 @@ class OnlineRunner:
         latency = [0.0]
         current = call
         last_problem = None
+        # The usage of the requests that built a record kept before this ask (journal, cache, or
+        # a batch job whose follow-up failed over to here): its follow-ups add to it.
+        prior = {} if task.record is None else dict(cast(dict, task.record).get("usage") or {})
         if task.record is None:
             assert call is not None  # only an answered task's call is dropped (Lightener)
             for attempt in range(MAX_REASKS + 1):
@@ -188,21 +191,19 @@ class OnlineRunner:
             else:
                 task.error = f"invalid answer after {MAX_REASKS} re-asks: {last_problem}"
         if task.record is not None and unanswered_facts(task.record):
-            await self.follow_up(task, usage, latency)
+            await self.follow_up(task, usage, latency, prior)
         if task.record is None:  # read by the error row only (an answer's row reads its record's)
             task.usage, task.latency_s = usage, round(latency[0], 4)
 
-    async def follow_up(self, task: Task, usage: dict, latency: list[float]) -> None:
+    async def follow_up(self, task: Task, usage: dict, latency: list[float], prior: dict) -> None:
         """Ask for the facts the kept coverage answer lacks, listing only them, up to
         MAX_FOLLOWUPS times; each valid part is kept (journal, cache) as it comes. What is still
-        missing stays in the record's `unanswered` with its error: a rerun asks only for it."""
+        missing stays in the record's `unanswered` with its error: a rerun asks only for it.
+        `usage` counts this ask's requests, `prior` those of a record kept before it."""
         why: dict[str, str] = {}
         # Asked for a record with unanswered facts: a dict (a LabelAnswer has none), whose task
         # kept its call (Lightener drops it with the dict); accept and the updates below keep it a dict.
         assert isinstance(task.record, dict) and task.call is not None
-        # Usage of the requests that built the record: a kept answer's own (from an earlier
-        # run), or nothing when this run asked for it (`usage` counts that request already).
-        prior = dict(task.record.get("usage") or {}) if task.origin in ("journal", "cache") else {}
         for n in range(1, MAX_FOLLOWUPS + 1):
             missing = unanswered_facts(task.record)
             if not missing:

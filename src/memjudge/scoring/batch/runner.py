@@ -10,7 +10,9 @@ that key (the order is not kept). Every answer then goes through the online path
 (`answers.AnswerCheck.examine`): a valid one is journaled and cached exactly like an online
 answer (`store.AnswerStore.keep`); one that does not validate is re-asked in the next job
 (up to MAX_REASKS, as online); one that is truncated, blocked or unreadable is
-`verdict: null` with its error.
+`verdict: null` with its error. A coverage answer that leaves out facts is kept, and the facts
+it lacks (or a kept one from an earlier run lacks) are asked in the next job, in a follow-up
+request listing only them (up to MAX_FOLLOWUPS, as online).
 Lines that failed (5xx/429 in the error file, expired, missing) are resubmitted in a new job,
 at most `max_resubmits` times, or with `fallback="online"` asked online (online.py).
 The providers' request and result formats are theirs: judges/openai_batch.py and
@@ -39,7 +41,18 @@ from memjudge._util.secrets import request_error
 from memjudge.errors import InputError, MemjudgeError, UsageError
 from memjudge.judges import Judge, JudgeAnswer, JudgeCall, JudgeConfig, make_judge
 from memjudge.judges.base_batch import JobInfo, LineResult, batch_adapter
-from memjudge.scoring.answers import MAX_REASKS, AnswerCheck, Task, add_usage, answer_record, reask_call, zero_usage
+from memjudge.scoring.answers import (
+    MAX_FOLLOWUPS,
+    MAX_REASKS,
+    AnswerCheck,
+    Task,
+    add_usage,
+    answer_record,
+    followup_call,
+    reask_call,
+    unanswered_facts,
+    zero_usage,
+)
 from memjudge.scoring.batch.state import BatchSettings, BatchState, RunLock, job_label, now
 from memjudge.scoring.online import OnlineRunner, Tally
 from memjudge.scoring.retry import call_with_retry
@@ -59,13 +72,18 @@ class Runner:
         self.adapter = adapter
         self.state = state
         self.settings = settings
-        self.tasks = tasks  # key -> Task still without an answer
+        self.tasks = tasks  # key -> Task still without an answer, or with a partial coverage answer
         self.run_dir = run_dir
         # pending tasks: only an answered task's call is dropped (Lightener)
         self.calls = cast("dict[str, JudgeCall]", {k: t.call for k, t in tasks.items()})
         self.next_request: dict[str, tuple[int, str | None]] = {}  # key -> (re-ask number, problem)
         self.resubmits: dict[str, int] = {}
         self.usage: dict[str, dict[str, int]] = {}
+        # A partial coverage answer kept from an earlier run (journal, cache): the usage of the
+        # requests that built it, which its follow-ups add to (as online).
+        self.prior = {k: dict(t.record.get("usage") or {}) for k, t in tasks.items() if isinstance(t.record, dict)}
+        self.followups: dict[str, int] = {}  # key -> follow-up answers read in this run
+        self.why: dict[str, dict[str, str]] = {}  # key -> fact id -> why the last follow-up did not answer it
         self.settled: set[str] = set()
         self.online: set[str] = set()
         self.submitted = 0
@@ -88,12 +106,24 @@ class Runner:
 
     def _call(self, key: str, reask: int, problem: str | None) -> JudgeCall:
         call = self.calls[key]
+        missing = unanswered_facts(self.tasks[key].record)
+        if missing:
+            # Built again from the kept record (the journal has it), so a rerun after a kill
+            # reads a submitted follow-up's answer against the facts it asked for.
+            return followup_call(call, self.check.rubric, list(missing))
         return reask_call(call, problem) if reask else call
 
     def _settle(self, key: str, error: str) -> None:
         task = self.tasks[key]
-        task.error = error
-        task.usage = self.usage.get(key) or zero_usage()
+        missing = unanswered_facts(task.record)
+        if missing:
+            # a follow-up that cannot be asked or read: the kept facts stand, the rows of the
+            # missing ones carry the error
+            n = self.followups.get(key, 0) + 1
+            task.record = {**cast(dict, task.record), "unanswered": dict.fromkeys(missing, f"no valid answer for this fact (follow-up {n}: {error})")}
+        else:
+            task.error = error
+            task.usage = self.usage.get(key) or zero_usage()
         self.settled.add(key)
 
     def _last_outcomes(self) -> dict[str, dict | None]:
@@ -114,7 +144,7 @@ class Runner:
         needy: list[str] = []
         last_outcomes = self._last_outcomes() if self.settings.fallback == "online" else {}
         for key, task in self.tasks.items():
-            if task.record is not None or key in self.settled or key in self.online or key in covered:
+            if not task.pending or key in self.settled or key in self.online or key in covered:
                 continue
             if key not in self.next_request:
                 last = last_outcomes.get(key)
@@ -184,6 +214,7 @@ class Runner:
         self._record_submitted(j, info, adopted=adopted)
         self.tally.requests += len(keys)
         self.tally.reasks += len(j["reasks"])
+        self.tally.followups += sum(1 for k in keys if unanswered_facts(self.tasks[k].record))
 
     def _record_submitted(self, j: dict, info: JobInfo, adopted: bool) -> None:
         j.update(state="submitted", job_id=info.id, status=info.status, submitted_at=j["submitted_at"] or now(), updated_at=now())
@@ -202,7 +233,7 @@ class Runner:
         outcomes: dict[str, dict] = {}
         for key in j["keys"]:
             task = self.tasks.get(key)
-            if task is None or task.record is not None:
+            if task is None or not task.pending:
                 continue
             reask, problem = j["reasks"].get(key) or (0, None)
             r = results.get(key)
@@ -233,11 +264,15 @@ class Runner:
         acc = self.usage.setdefault(key, zero_usage())
         add_usage(acc, answer, self.tally.tokens, self.tally.batch_tokens)
         task.saw(answer)
+        if unanswered_facts(task.record):
+            return await self._follow_up(key, task, answer)
         # a task still without an answer: it has its call (only an answered task's is dropped)
         outcome, value = self.check.examine(cast(JudgeCall, task.call), answer)
         if outcome == "valid":
             task.accept(answer_record(answer, value, usage=dict(acc), latency_s=None, reasks=reask, batch_job=j["job_id"]))
             await self.store.keep(key, cast(dict, task.record))  # accept leaves a dict
+            if unanswered_facts(task.record):
+                self.next_request[key] = (0, None)  # a follow-up next, neither a re-ask nor counted as one
             return {}
         if outcome == "final":
             self._settle(key, value)
@@ -247,6 +282,35 @@ class Runner:
         else:
             self._settle(key, f"invalid answer after {MAX_REASKS} re-asks: {value}")
         return {key: {"kind": "invalid", "error": value}}
+
+    async def _follow_up(self, key: str, task: Task, answer: JudgeAnswer) -> dict[str, dict]:
+        """The answer to a follow-up request: OnlineRunner.follow_up's steps, one per job. A
+        valid part is kept (journal, cache) as it comes; an answer that does not validate, or is
+        final, uses up a follow-up as online (never a re-ask). After MAX_FOLLOWUPS in this run
+        what is still missing stays in `unanswered` with its error: a rerun asks only for it."""
+        record = cast(dict, task.record)  # only a dict record has unanswered facts
+        missing = unanswered_facts(record)
+        n = self.followups[key] = self.followups.get(key, 0) + 1
+        current = self._call(key, 0, None)
+        outcome, value = self.check.examine(current, answer)
+        result: dict[str, dict] = {}
+        if outcome == "valid":
+            task.accept(answer_record(answer, value, usage=dict(self.usage[key]), latency_s=None, reasks=0))
+            prior = self.prior.get(key, {})
+            total = {k: prior.get(k, 0) + v for k, v in self.usage[key].items()}
+            task.record = {**cast(dict, task.record), "followups": (record.get("followups") or 0) + 1, "usage": total}
+            await self.store.keep(key, task.record)
+            self.why.pop(key, None)
+        else:
+            self.why[key] = dict.fromkeys(missing, f"follow-up {n}: {value}")
+            result = {key: {"kind": "final" if outcome == "final" else "invalid", "error": value}}
+        still = unanswered_facts(task.record)
+        if still and n >= MAX_FOLLOWUPS:
+            why = self.why.pop(key, {})
+            task.record = {**cast(dict, task.record), "unanswered": {
+                i: f"no valid answer for this fact after {MAX_FOLLOWUPS} follow-up calls ({why.get(i, r)})" for i, r in still.items()}}
+            self.settled.add(key)
+        return result
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -308,7 +372,8 @@ async def run_batch(judge: Judge, pending: list[Task], run_dir: Path, settings: 
         except Exception as e:  # the provider refused a batch call after retries
             raise MemjudgeError(f"memjudge: batch {judge.spec}: {request_error(e, tally.secrets)}; "
                                 f"the job state is kept in {state.path}, rerun the same command to resume") from None
-        asked_online = [runner.tasks[k] for k in sorted(runner.online) if runner.tasks[k].record is None]
+        # a partial coverage answer's failed follow-up too: online asks for its missing facts
+        asked_online = [runner.tasks[k] for k in sorted(runner.online) if runner.tasks[k].pending]
         if asked_online:
             runner.echo(f"{len(asked_online)} failed batch requests go online")
             await online.run(asked_online, progress_total=len(asked_online), progress_done=0)
