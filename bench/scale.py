@@ -19,10 +19,12 @@ Per step: wall seconds, the child's peak RSS (its own `os.wait4` rusage), micros
 (score: per call; noise, agreement, estimate: per label row read; compare, report, view: per
 candidate). With two sizes, each step's linearity ratio: its time per unit at the larger size
 over its time per unit at the smaller (1.0 = linear; the target is <= 1.3, i.e. time(1M) <=
-1.3 x 10 x time(100k)). The scorer's cost beyond the judge's own: the sim judge's own time per
-call (measured in a separate process on a sample of calls: its `generate`) subtracted from the
-first run's time per call, and, with two sizes, from its marginal time per call (the
-difference of the two runs over the difference of their calls: start-up and imports cancel).
+1.3 x 10 x time(100k)). The scorer's cost beyond the judge's own: the sim judge's own cost,
+measured in a separate process (its `generate` per call, on a sample of calls, and what it does
+once per run: its identity, which hashes truth.jsonl, and reading that file at its first
+answer), subtracted from the first run's time per call, and, with two sizes, from its marginal
+time per call (the difference of the two runs over the difference of their calls: start-up and
+imports cancel). Both are printed, with and without the judge's once-per-run cost.
 Targets (issue 36): <= 100 us per call beyond the judge, <= 4 GiB peak for every step.
 
 `--save` writes the report, with the command line, the date and the load, to
@@ -66,7 +68,13 @@ renderers = {p: rub.support_renderer(source=sources[p], persona_id=p) for p in d
 calls = [JudgeCall(key=str(i), rubric=rub.id, prompt=renderers[p](t, c, a), schema=rub.model, replicate=r,
                    item={"assertion_id": a, "persona_id": p, "category": c})
          for i, (a, p, c, t) in enumerate(zip(df["assertion_id"], df["persona_id"], df["category"], df["text"])) for r in (0, 1)]
-judge.truth  # loaded before timing
+# The judge's fixed cost: what the scorer asks of it once per run (its identity, which hashes the
+# truth file, and its former identities) and the truth file it reads at its first answer. A
+# provider judge has neither; the sim judge's is its own cost, not the scorer's.
+f0, fc0 = time.perf_counter(), time.process_time()
+judge.call_identity("support"), list(judge.former_call_identities("support"))
+judge.truth
+fixed, fixed_cpu = time.perf_counter() - f0, time.process_time() - fc0
 
 async def main():
     t0, c0 = time.perf_counter(), time.process_time()
@@ -75,7 +83,8 @@ async def main():
     return time.perf_counter() - t0, time.process_time() - c0
 
 dt, cpu = min(asyncio.run(main()) for _ in range(3))
-print(json.dumps({"calls": len(calls), "us_per_call": dt / len(calls) * 1e6, "cpu_us_per_call": cpu / len(calls) * 1e6}))
+print(json.dumps({"calls": len(calls), "us_per_call": dt / len(calls) * 1e6, "cpu_us_per_call": cpu / len(calls) * 1e6,
+                  "fixed_s": fixed, "fixed_cpu_s": fixed_cpu}))
 '''
 
 
@@ -183,6 +192,7 @@ def pipeline(workdir: Path, n: int, seed: int, keep: bool) -> dict:
         print(f"  [{candidates} candidates] {name}: {dt:.1f} s (CPU {cpu:.1f} s), {peak:.0f} MiB", file=sys.stderr, flush=True)
     cost = judge_cost_us(cand, src, jf)
     out["judge_us_per_call"], out["judge_cpu_us_per_call"] = cost["us_per_call"], cost["cpu_us_per_call"]
+    out["judge_fixed_s"], out["judge_fixed_cpu_s"] = cost["fixed_s"], cost["fixed_cpu_s"]
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return out
@@ -211,19 +221,27 @@ def table(results: list[dict]) -> list[str]:
         peak = max(s["peak_mib"] for s in res["steps"])
         lines.append(f"  peak of every step: {peak:.0f} MiB (target <= {MEMORY_TARGET_MIB} MiB: {'met' if peak <= MEMORY_TARGET_MIB else 'NOT met'})")
         score = res["steps"][0]
-        first = score["seconds"] / score["units"] * 1e6
-        judge = res["judge_us_per_call"]
-        lines.append(f"  score, first run: {first:.1f} us per call; the sim judge's own generate(): {judge:.1f} us per call; "
-                     f"beyond the judge: {first - judge:.1f} us per call (target <= {OVERHEAD_TARGET_US:.0f})")
+        calls = score["units"]
+        first = score["seconds"] / calls * 1e6
+        judge, fixed = res["judge_us_per_call"], res.get("judge_fixed_s", 0.0)
+        judge_all = judge + fixed / calls * 1e6
+        lines.append(f"  the sim judge's own cost: generate() {judge:.1f} us per call, and once per run {fixed:.1f} s (its identity, "
+                     f"which hashes truth.jsonl, and reading that file): {judge_all:.1f} us per call in all")
+        lines.append(f"  score, first run: {first:.1f} us per call; beyond the judge: {first - judge_all:.1f} us per call "
+                     f"(target <= {OVERHEAD_TARGET_US:.0f}; {first - judge:.1f} beyond its generate() alone)")
         if prev is not None:
             p = prev["steps"][0]
-            marginal = (score["seconds"] - p["seconds"]) / (score["units"] - p["units"]) * 1e6
-            lines.append(f"  score, marginal (from {p['units']:,} to {score['units']:,} calls): {marginal:.1f} us per call; "
-                         f"beyond the judge: {marginal - judge:.1f} us per call (target <= {OVERHEAD_TARGET_US:.0f})")
-            cpu_marginal = (score["cpu_s"] - p["cpu_s"]) / (score["units"] - p["units"]) * 1e6
+            span = calls - p["units"]
+            marginal = (score["seconds"] - p["seconds"]) / span * 1e6
+            judge_marginal = judge + (fixed - prev.get("judge_fixed_s", 0.0)) / span * 1e6
+            lines.append(f"  score, marginal (from {p['units']:,} to {calls:,} calls): {marginal:.1f} us per call; "
+                         f"beyond the judge: {marginal - judge_marginal:.1f} us per call (target <= {OVERHEAD_TARGET_US:.0f}; "
+                         f"{marginal - judge:.1f} beyond its generate() alone)")
+            cpu_marginal = (score["cpu_s"] - p["cpu_s"]) / span * 1e6
             cpu_judge = res["judge_cpu_us_per_call"]
-            lines.append(f"  the same in CPU time: marginal {cpu_marginal:.1f} us per call, the judge's own {cpu_judge:.1f}; "
-                         f"beyond the judge: {cpu_marginal - cpu_judge:.1f} us per call")
+            cpu_judge_marginal = cpu_judge + (res.get("judge_fixed_cpu_s", 0.0) - prev.get("judge_fixed_cpu_s", 0.0)) / span * 1e6
+            lines.append(f"  the same in CPU time: marginal {cpu_marginal:.1f} us per call, the judge's own {cpu_judge_marginal:.1f} "
+                         f"(generate() {cpu_judge:.1f}); beyond the judge: {cpu_marginal - cpu_judge_marginal:.1f} us per call")
         prev = res
     return lines
 

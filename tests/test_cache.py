@@ -4,6 +4,7 @@ and stays off, and no API key ever reaches the disk."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import diskcache
@@ -358,11 +359,13 @@ def test_keymaker_with_a_shared_prefix_equals_cache_key():
 
 def test_bulk_writes_equal_diskcache_key_by_key(tmp_path):
     """set_many inserts a chunk of answers in one statement: the Cache table (every column but
-    the times, rows in order) and diskcache's count and size must be what diskcache's own
-    `set` makes key by key, with keys stored before (replaced), a key given twice (its last
-    value), long answers (kept in files), and a cache with statistics (not bulk-written)."""
+    the times, rows in key order) and diskcache's count and size must be what diskcache's own
+    `set` makes key by key (in key order, as set_many writes them), with keys given out of
+    order, keys stored before (replaced), a key given twice (its last value), long answers
+    (kept in files), and a cache with statistics (not bulk-written)."""
     long = {"answer": {"verdict": "supported", "evidence": "x" * 70_000}}
     keys = [f"{i:064x}" for i in range(2000)]
+    random.Random(0).shuffle(keys)
     items = [(k, {"answer": {"i": i, "t": "é"}}) for i, k in enumerate(keys)] + [(keys[3], {"answer": "again"}), ("f" * 64, long)]
 
     def table(cache):
@@ -376,10 +379,14 @@ def test_bulk_writes_equal_diskcache_key_by_key(tmp_path):
                 cache._cache.statistics = statistics
                 cache.set(keys[10], {"answer": "before"})
             bulk.set_many(items)
-            for k, record in items:
+            for k, record in sorted(items, key=lambda item: item[0]):  # stable: keys[3]'s two values in their order
                 one.set(k, record)
             assert table(bulk) == table(one)
             assert bulk.get(keys[3]) == {"answer": "again"} and bulk.get("f" * 64) == long and len(bulk) == 2001
+    # keys that do not sort together (str and tuple): written in arrival order through diskcache
+    with AnswerCache(tmp_path / "mixed") as mixed:
+        mixed.set_many(iter([("b" * 64, {"answer": 1}), (("tuple", "key"), {"answer": 2}), ("a" * 64, {"answer": 3})]))
+        assert [mixed.get(k) for k in ("b" * 64, ("tuple", "key"), "a" * 64)] == [{"answer": 1}, {"answer": 2}, {"answer": 3}]
 
 
 def test_bulk_reads_equal_diskcache_key_by_key(tmp_path):

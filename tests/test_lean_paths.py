@@ -76,9 +76,12 @@ class _CountingLightener(Lightener):
         super().__call__(task)
 
 
-def test_lean_and_plain_paths_write_the_same_run(corpus, tmp_path, monkeypatch):
+@pytest.mark.parametrize("keep_rows", [outputs._KEEP_ROWS, 0], ids=["label rows kept", "label rows made again"])
+def test_lean_and_plain_paths_write_the_same_run(corpus, tmp_path, monkeypatch, keep_rows):
     monkeypatch.setattr(store, "FLUSH_AT", 7)  # many writes of the cache from the loop's thread
+    monkeypatch.setattr(outputs, "_KEEP_ROWS", keep_rows)  # 0: as a run of more rows, each read makes them
     monkeypatch.setattr(engine, "Lightener", _CountingLightener)
+    monkeypatch.setattr(_CountingLightener, "lightened", 0)
     lean = _score(corpus, tmp_path / "lean", tmp_path / "lean-cache")
     assert _CountingLightener.lightened == lean.summary.calls > 7
     with monkeypatch.context() as m:
@@ -144,3 +147,35 @@ def test_jsonl_by_column_is_the_row_reading(tmp_path):
         with pytest.raises(InputError, match=message) as e:
             readers.read_table(path)
         assert e.value.line == line, bad
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize("options", [{}, {"allow_nan": False}, {"sort_keys": True, "separators": (",", ":")},
+                                     {"sort_keys": True, "separators": (",", ":"), "allow_nan": False}])
+def test_the_encoder_made_once_writes_what_json_dumps_writes(options, corpus, tmp_path):
+    """jsontext.encoder (journal lines, label rows, cache values and keys) gives json.dumps'
+    text, or raises its error, for every kind of value, one after another (no state is kept
+    from a value that failed)."""
+    from memjudge._util import jsontext
+
+    run = tmp_path / "run"
+    _score(corpus, run, tmp_path / "cache")
+    journal = (run / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = (run / "labels.jsonl").read_text(encoding="utf-8").splitlines()
+    values = [json.loads(journal[0]), json.loads(rows[0]), json.loads(rows[-1]),
+              'a "quoted" é \u2028 \\ \x00 text', _Text("a str subclass"), 1, -0.0, 1.5e300, 2**70, True, None, [], {},
+              {"b": 1, "a": [1, {"é": "x", "z": None}]}, {1: "int", 2.5: "float", False: "bool", None: "none"},
+              [float("inf")], {"x": float("nan")}, object(), {"k": {1, 2}}, {(1, 2): 1}, {"a": 1, 2: "mixed keys"},
+              [[[[{"deep": [1.0, -2, "x"]}]]]]]
+    encode = jsontext.encoder(**options)
+    for value in values + values[::-1]:
+        try:
+            want = json.dumps(value, ensure_ascii=False, **options)
+        except (TypeError, ValueError) as e:
+            with pytest.raises(type(e)):
+                encode(value)
+            continue
+        assert encode(value) == want

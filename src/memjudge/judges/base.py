@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from memjudge._util import jsontext
+
 
 class JudgeConfig(BaseModel):
     """Every setting of one judge: the one object that the CLI's flags, a judges file's
@@ -405,13 +407,12 @@ class LoopBoundClient:
 def canonical_json(obj: Any, *, allow_nan: bool = True) -> str:
     """The one canonical JSON text of memjudge's keys and identities (sorted keys, no spaces):
     hashing anything else would make equal inputs look different."""
-    return _CANONICAL[allow_nan].encode(obj)
+    return _CANONICAL[allow_nan](obj)
 
 
-# The encoders json.dumps would make for canonical_json, made once: json.dumps builds a new one
-# per call whenever an option differs from its defaults, a cost per answer of a large run.
-_CANONICAL = {nan: json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=nan)
-              for nan in (True, False)}
+# json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=...),
+# made once: a large run writes one per answer (the cache's value).
+_CANONICAL = {nan: jsontext.encoder(sort_keys=True, separators=(",", ":"), allow_nan=nan) for nan in (True, False)}
 
 
 # "stop" is the only reason whose text may become a label.

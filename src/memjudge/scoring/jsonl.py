@@ -4,22 +4,21 @@ JSON, ISO or text form, and NaN as null."""
 
 from __future__ import annotations
 
-import json
-
 from memjudge import formats as io
+from memjudge._util import jsontext
 
-# json.dumps(..., ensure_ascii=False, allow_nan=False), made once: json.dumps builds an encoder
-# per call when given options, a cost a run pays per line (journal and labels).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+# json.dumps(..., ensure_ascii=False, allow_nan=False), made once: a run pays it per line
+# (journal and labels).
+_encode = jsontext.encoder(allow_nan=False)
 
 
 def json_line(row: dict) -> str:
     """One JSONL line; the plain json fast path, then NaN as null and other values of extra
     columns (numpy scalars, Parquet timestamps, decimals) as their JSON or ISO/text form."""
     try:
-        return _ENCODER.encode(row) + "\n"
+        return _encode(row) + "\n"
     except (TypeError, ValueError):
-        return _ENCODER.encode(lenient(row)) + "\n"
+        return _encode(lenient(row)) + "\n"
 
 
 def lenient(obj):

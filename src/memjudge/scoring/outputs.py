@@ -143,20 +143,35 @@ class _EvidenceFound:
 _TEXT_TYPES = {str, type(None)}
 
 
+# Rows a LabelRows of up to this many keeps from its first read (~1 KB each): the frame and then
+# the file read them, and making them twice was ~8% of a small cached rerun.
+_KEEP_ROWS = 32768
+
+
 class LabelRows:
     """The label rows of a support plan, each made when it is read: iterating again makes them
     again, equal (a run of a million items never holds them all as dicts: the frame is built
-    from them column by column, then the JSONL is written from them chunk by chunk)."""
+    from them column by column, then the JSONL is written from them chunk by chunk). A plan of
+    up to `_KEEP_ROWS` rows keeps them from the first read."""
 
     def __init__(self, plan: Plan, judge: Judge, rub: Rubric):
         self.plan = plan
         self.run = (judge.spec, rub.id, bool(getattr(judge, "simulated", False)))
         self.found = _EvidenceFound(plan)
+        self._kept: list[dict] | None = None
 
     def __len__(self) -> int:
         return len(self.plan.slots)
 
     def __iter__(self) -> Iterator[dict]:
+        if self._kept is not None:
+            return iter(self._kept)
+        if len(self.plan.slots) <= _KEEP_ROWS:
+            self._kept = list(self._made())
+            return iter(self._kept)
+        return self._made()
+
+    def _made(self) -> Iterator[dict]:
         tasks, run, found, derived = self.plan.tasks, self.run, self.found, self.plan.derived_replicates
         for key, item, r, extras in self.plan.slots:
             task = tasks[key]
@@ -228,8 +243,8 @@ def jsonl_chunks(rows: Iterable[dict]) -> Iterator[str]:
 
 
 def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | None, pd.DataFrame | None, Iterable[dict]]:
-    """(labels, coverage, the rows as dicts: LabelRows for support, made again when read; a
-    list for coverage): one of the frames is None, by the rubric's kind."""
+    """(labels, coverage, the rows as dicts: LabelRows for support, made again when read (kept
+    when few); a list for coverage): one of the frames is None, by the rubric's kind."""
     tasks = plan.tasks
     if rub.kind == "support":
         cols = io.LABEL_COLUMNS + EXTRA_LABEL_COLUMNS + ([REPLICATE_OF] if plan.derived_replicates else [])
