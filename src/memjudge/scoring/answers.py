@@ -125,6 +125,26 @@ class Task:
             record = merge_coverage(cast(dict, self.record), {**record["answer"], "unanswered": record.get("unanswered")})
         self.record, self.origin, self.error = record, "request", None
 
+    def accept_followup(self, answer: JudgeAnswer, value: dict, usage: dict, prior: dict, **more: Any) -> dict:
+        """A follow-up's valid answer (`value`, as checked) completing this task's kept coverage
+        answer: the facts it gives that the record lacked, one more follow-up counted, and as
+        usage those of the requests that built the record before this ask (`prior`) plus this
+        ask's (`usage`); `more`: other fields to set. Returns the record, to keep."""
+        followups = (cast(dict, self.record).get("followups") or 0) + 1
+        self.accept(answer_record(answer, value, usage=usage, latency_s=None, reasks=0))
+        total = {k: prior.get(k, 0) + v for k, v in usage.items()}
+        self.record = {**cast(dict, self.record), "followups": followups, "usage": total, **more}
+        return self.record
+
+    def give_up_facts(self, why: dict[str, str]) -> None:
+        """Each fact the kept coverage answer still lacks is given up after MAX_FOLLOWUPS
+        follow-up calls, with why its last follow-up did not give it (`why`), else why it was
+        missing: its row is null with that error, and a rerun asks for it."""
+        still = unanswered_facts(self.record)
+        if still:
+            self.record = {**cast(dict, self.record), "unanswered": {
+                i: f"no valid answer for this fact after {MAX_FOLLOWUPS} follow-up calls ({why.get(i, r)})" for i, r in still.items()}}
+
     @property
     def pending(self) -> bool:
         """Still to ask: no valid answer, or a coverage answer that lacks some facts."""

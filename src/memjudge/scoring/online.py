@@ -215,19 +215,13 @@ class OnlineRunner:
             if answer is not None:
                 outcome, value = self.check.examine(current, answer)
                 if outcome == "valid":
-                    followups = (task.record.get("followups") or 0) + 1
-                    task.accept(answer_record(answer, value, usage=usage, latency_s=None, reasks=0))
-                    total = {k: prior.get(k, 0) + v for k, v in usage.items()}
-                    task.record = {**task.record, "followups": followups, "usage": total, "latency_s": round(latency[0], 4)}
-                    await self.store.keep(task.call.key, task.record)
+                    record = task.accept_followup(answer, value, usage, prior, latency_s=round(latency[0], 4))
+                    await self.store.keep(task.call.key, record)
                     why = {}
                     continue
                 problem = value
             why = dict.fromkeys(missing, f"follow-up {n}: {problem}")
-        still = unanswered_facts(task.record)
-        if still:
-            task.record = {**task.record, "unanswered": {
-                i: f"no valid answer for this fact after {MAX_FOLLOWUPS} follow-up calls ({why.get(i, r)})" for i, r in still.items()}}
+        task.give_up_facts(why)
 
     async def run(self, pending: list[Task], progress_total: int, progress_done: int) -> None:
         """Ask every pending task; RunStopped when the judge is unreachable or keeps failing."""

@@ -288,27 +288,19 @@ class Runner:
         valid part is kept (journal, cache) as it comes; an answer that does not validate, or is
         final, uses up a follow-up as online (never a re-ask). After MAX_FOLLOWUPS in this run
         what is still missing stays in `unanswered` with its error: a rerun asks only for it."""
-        record = cast(dict, task.record)  # only a dict record has unanswered facts
-        missing = unanswered_facts(record)
+        missing = unanswered_facts(task.record)
         n = self.followups[key] = self.followups.get(key, 0) + 1
         current = self._call(key, 0, None)
         outcome, value = self.check.examine(current, answer)
         result: dict[str, dict] = {}
         if outcome == "valid":
-            task.accept(answer_record(answer, value, usage=dict(self.usage[key]), latency_s=None, reasks=0))
-            prior = self.prior.get(key, {})
-            total = {k: prior.get(k, 0) + v for k, v in self.usage[key].items()}
-            task.record = {**cast(dict, task.record), "followups": (record.get("followups") or 0) + 1, "usage": total}
-            await self.store.keep(key, task.record)
+            await self.store.keep(key, task.accept_followup(answer, value, dict(self.usage[key]), self.prior.get(key, {})))
             self.why.pop(key, None)
         else:
             self.why[key] = dict.fromkeys(missing, f"follow-up {n}: {value}")
             result = {key: {"kind": "final" if outcome == "final" else "invalid", "error": value}}
-        still = unanswered_facts(task.record)
-        if still and n >= MAX_FOLLOWUPS:
-            why = self.why.pop(key, {})
-            task.record = {**cast(dict, task.record), "unanswered": {
-                i: f"no valid answer for this fact after {MAX_FOLLOWUPS} follow-up calls ({why.get(i, r)})" for i, r in still.items()}}
+        if n >= MAX_FOLLOWUPS and unanswered_facts(task.record):
+            task.give_up_facts(self.why.pop(key, {}))
             self.settled.add(key)
         return result
 
