@@ -12,7 +12,9 @@ from collections.abc import Callable
 from json import encoder as _json_encoder
 from typing import Any
 
-_encode_str = _json_encoder.encode_basestring  # what ensure_ascii=False writes a str with
+# A str as json.dumps(..., ensure_ascii=False) writes it, whatever the separators: a key or a
+# message spliced into JSON text without the encoder's per-call setup.
+string: Callable[[str], str] = _json_encoder.encode_basestring
 
 
 def encoder(*, sort_keys: bool = False, separators: tuple[str, str] = (", ", ": "), allow_nan: bool = True) -> Callable[[Any], str]:
@@ -26,12 +28,12 @@ def encoder(*, sort_keys: bool = False, separators: tuple[str, str] = (", ", ": 
     if make is None:  # a Python without json's C speedups
         return plain.encode
     item_sep, key_sep = separators
-    chunks = make(None, plain.default, _encode_str, None, key_sep, item_sep, sort_keys, False, allow_nan)
+    chunks = make(None, plain.default, string, None, key_sep, item_sep, sort_keys, False, allow_nan)
     join = "".join
 
     def encode(obj: Any) -> str:
         if type(obj) is str:  # as JSONEncoder.encode: a str alone is written directly
-            return _encode_str(obj)
+            return string(obj)
         return join(chunks(obj, 0))
 
     return encode

@@ -25,12 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memjudge._util import jsontext
 from memjudge.errors import UsageError
 from memjudge.judges.base import Prompt, canonical_json
-
-# A string as canonical_json writes it (json.dumps with ensure_ascii=False writes every str
-# with this function), without json.dumps' per-call setup: the planner writes thousands.
-_json_string = json.encoder.encode_basestring
 
 ENV_VAR = "MEMJUDGE_CACHE_DIR"
 KEY_VERSION = 1  # bump when the key's composition changes
@@ -84,13 +81,13 @@ class KeyMaker:
             if h is None:
                 h = self._head.copy()
                 # without the closing quote: the rest of the message continues the string
-                h.update(f'{{"system":{_json_string(system)},"user":{_json_string(user_prefix)[:-1]}'.encode())
+                h.update(f'{{"system":{jsontext.string(system)},"user":{jsontext.string(user_prefix)[:-1]}'.encode())
                 self._prefixed[(system, user_prefix)] = h
             h = h.copy()
-            h.update(f'{_json_string(user[len(user_prefix):])[1:]}}}'.encode())
+            h.update(f'{jsontext.string(user[len(user_prefix):])[1:]}}}'.encode())
         else:
             h = self._head.copy()
-            h.update(f'{{"system":{_json_string(system)},"user":{_json_string(user)}}}'.encode())
+            h.update(f'{{"system":{jsontext.string(system)},"user":{jsontext.string(user)}}}'.encode())
         out = []
         for r in replicates:
             g = h.copy()

@@ -112,8 +112,8 @@ def _order_columns(df: pd.DataFrame, front: list[str]) -> pd.DataFrame:
 
 class _EvidenceFound:
     """`evidence_found` of each call's quote, once per persona and quote (replicates, and a
-    persona's answers, often quote the same words; the rows are made twice, for the frame and
-    the file), with each persona's source whitespace-normalised once rather than once per row.
+    persona's answers, often quote the same words; a large plan's rows are made twice, for the
+    frame and the file), with each persona's source whitespace-normalised once rather than once per row.
     Not memoised per call: two million calls would hold a dict of two million keys for it."""
 
     def __init__(self, plan: Plan):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from memjudge import formats as io
+from memjudge._util import jsontext
 from memjudge.scoring.answers import Task
 from memjudge.scoring.cache import AnswerCache
 from memjudge.scoring.jsonl import json_line
@@ -31,8 +32,6 @@ JOURNAL = "journal.jsonl"
 # is ~40,000 pages, 32,768 random keys land on about half of them, and the run wrote 13.9 GB
 # for a 1.5 GB cache (8.4 GB at 131,072). The answers held meanwhile cost ~1 KB each.
 FLUSH_AT = 131072
-# A str as the journal's JSON writes it (ensure_ascii=False, as json_line).
-_json_string = json.encoder.encode_basestring
 
 
 def load_journal(path: Path) -> tuple[dict[str, dict], int]:
@@ -137,7 +136,7 @@ def journal_line(key: str, record: dict) -> str:
     """`json_line({"key": key, **record})`, the journal's line of one answer, spliced from the
     record's own line rather than through a merged copy of it (a rewrite writes thousands)."""
     if record and type(key) is str and "key" not in record:
-        return '{"key": ' + _json_string(key) + ", " + json_line(record)[1:]
+        return '{"key": ' + jsontext.string(key) + ", " + json_line(record)[1:]
     return json_line({"key": key, **record})
 
 
