@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("score", help="label candidates' source support (or coverage) with a judge")
     s.add_argument("candidates", help="candidate assertions (JSONL, CSV or Parquet)")
     s.add_argument("--sources", required=True, help="one source per persona (persona_id, source)")
-    s.add_argument("--judge", required=True, help="PROVIDER:MODEL, e.g. gemini:gemini-2.5-flash, openai:gpt-4o-mini, local:qwen2.5-coder-1.5b, sim:NAME")
+    s.add_argument("--judge", required=True, help="PROVIDER:MODEL, e.g. gemini:gemini-2.5-flash, openai:gpt-4o-mini, anthropic:claude-haiku-4-5, azure:DEPLOYMENT, local:qwen2.5-coder-1.5b, sim:NAME")
     s.add_argument("--judges-file", help="judges.toml panel with generation parameters, limits and prices")
     s.add_argument("--base-url", help="endpoint of an OpenAI-compatible server (vLLM, Ollama, llama.cpp), with /v1")
     s.add_argument("--rubric", default="support", help="support (default), coverage, or a path to a rubric .toml file")
@@ -108,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="run directory (default runs/<judge>-<rubric>)")
     s.add_argument("--cache-dir", help="answer cache (default $MEMJUDGE_CACHE_DIR or ~/.cache/memjudge)")
     s.add_argument("--parquet", action="store_true", help="also write labels.parquet")
-    s.add_argument("--response-format", choices=["auto", "json_schema", "json_object", "text"],
-                   help="how the answer's JSON is asked for (openai:, gemini:); auto (default) falls back from a strict schema to JSON mode to text")
+    s.add_argument("--response-format", choices=["auto", "json_schema", "json_object", "tool", "text"],
+                   help="how the answer's JSON is asked for (openai:, azure:, gemini:, anthropic:); auto (default) falls back from a "
+                        "strict schema to JSON mode (anthropic: a forced tool) to text")
     s.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=None,
                    help="ask for token log-probabilities and record the verdict's log-odds as judge_score (default on)")
     s.add_argument("--dry-run", action="store_true", help="validate everything and estimate calls, tokens and cost without calling")

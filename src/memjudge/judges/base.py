@@ -34,9 +34,11 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     spec: str
-    """`provider:model` (`openai:gpt-4o-mini`, `gemini:gemini-2.5-flash`, `local:qwen2.5-coder-1.5b`, `sim:paper`)."""
+    """`provider:model` (`openai:gpt-4o-mini`, `anthropic:claude-haiku-4-5`, `azure:DEPLOYMENT`,
+    `gemini:gemini-2.5-flash`, `local:qwen2.5-coder-1.5b`, `sim:paper`)."""
     base_url: str | None = None
-    """An OpenAI-compatible server's URL (`http://127.0.0.1:8000/v1`); None: the provider's own."""
+    """An OpenAI-compatible server's URL (`http://127.0.0.1:8000/v1`), a Messages API gateway's host
+    (anthropic:), an Azure OpenAI resource's endpoint (azure:); None: the provider's own."""
     temperature: float = 0.0
     """Sampling temperature (0: the judge's most likely answer)."""
     max_output_tokens: int | None = 1024
@@ -57,6 +59,12 @@ class JudgeConfig(BaseModel):
     """USD per million input tokens, for the cost figures (None: cost unknown)."""
     price_output_per_mtok: float | None = None
     """USD per million output tokens."""
+    price_cache_write_per_mtok: float | None = None
+    """USD per million input tokens written to the provider's prompt cache (None: the judge's
+    default: anthropic: 1.25 x the input price; others bill no cache writes)."""
+    price_cache_read_per_mtok: float | None = None
+    """USD per million input tokens read from the provider's prompt cache (None: the judge's
+    default: anthropic: 0.1 x the input price; others: the input price)."""
     batch_discount: float = 0.5
     """The provider's batch price as a fraction of its online price."""
     max_attempts: int = Field(default=8, ge=1)
@@ -70,9 +78,10 @@ class JudgeConfig(BaseModel):
     says so and a rerun asks again."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...)."""
-    response_format: Literal["auto", "json_schema", "json_object", "text"] = "auto"
-    """How a hosted or served judge (openai:, gemini:) is asked for JSON: "auto" tries a strict
-    JSON schema, then a JSON object with the schema in the prompt, then plain text."""
+    response_format: Literal["auto", "json_schema", "json_object", "tool", "text"] = "auto"
+    """How a hosted or served judge (openai:, azure:, gemini:, anthropic:) is asked for JSON: "auto"
+    tries a strict JSON schema, then a JSON object with the schema in the prompt (anthropic: a
+    forced tool whose input schema is the answer's, "tool"), then plain text."""
     logprobs: bool = True
     """Ask for token log-probabilities and record the verdict's log-odds as `judge_score`."""
     server_slots: int | None = Field(default=None, ge=1)
@@ -137,8 +146,10 @@ class JudgeCall:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    # Of input_tokens: read from the provider's prompt cache, and written to it (Anthropic).
     cached_tokens: int = 0
     thinking_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -146,6 +157,7 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "thinking_tokens": self.thinking_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
 
@@ -468,6 +480,13 @@ class Judge(ABC):
         }
 
     @property
+    def costly(self) -> bool:
+        """Each answer costs money (a hosted or served model): the store puts it in the cache
+        before its journal line (store.py), so no kill makes any run pay for it again. False
+        for in-process judges, whose answers are written behind in large batches."""
+        return self.network
+
+    @property
     def deterministic(self) -> bool:
         """True when an answer is a function of the prompt alone (nothing is sampled), so replicate
         r's answer is replicate 0's by construction: the engine then asks once and records the
@@ -507,7 +526,8 @@ class Judge(ABC):
         if unknown:
             from memjudge.errors import UsageError
 
-            raise UsageError(f"{self.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+            where = f"{self.config.judges_file}: " if self.config.judges_file else ""
+            raise UsageError(f"{where}{self.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
 
     def slot(self):
         """An async context held while one request is in flight (a server's free slot); the

@@ -25,6 +25,7 @@ from memjudge.judges.base import Judge, JudgeAnswer
 ADAPTERS = {
     "openai": "memjudge.judges.openai_batch:OpenAIBatches",
     "gemini": "memjudge.judges.gemini_batch:GeminiBatches",
+    "anthropic": "memjudge.judges.anthropic_batch:AnthropicBatches",
 }
 
 # Error codes of a failed line that a new job may cure (HTTP and gRPC codes alike).
@@ -79,10 +80,11 @@ def result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict |
 
 
 def check_batch_judge(judge) -> None:
-    """Only OpenAI and Gemini judges have a batch API (a spec string, JudgeConfig or Judge)."""
+    """Only some providers have a batch API (a spec string, JudgeConfig or Judge)."""
     spec = judge if isinstance(judge, str) else judge.spec
     if spec.split(":", 1)[0] not in ADAPTERS:
-        raise UsageError(f"--batch needs an openai: or gemini: judge, not {spec}")
+        kinds = ", ".join(f"{p}:" for p in ADAPTERS)
+        raise UsageError(f"--batch needs a judge with a batch API ({kinds}), not {spec}")
 
 
 def batch_adapter(judge: Judge):

@@ -8,12 +8,33 @@ from memjudge.judges import JudgeConfig
 
 
 def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
-    """Cost of the given usage at the judge's prices (thinking tokens bill as output)."""
+    """Cost of the given usage at the judge's prices (thinking tokens bill as output). Input
+    tokens read from or written to a provider's prompt cache (`cached_tokens`,
+    `cache_write_tokens`, both part of `input_tokens`) bill at the cache prices where the
+    judge has them, else as input."""
     if config.price_input_per_mtok is None and config.price_output_per_mtok is None:
         return None
     pin = config.price_input_per_mtok or 0.0
     pout = config.price_output_per_mtok or 0.0
-    return (usage.get("input_tokens", 0) * pin + (usage.get("output_tokens", 0) + usage.get("thinking_tokens", 0)) * pout) / 1e6
+    inp = usage.get("input_tokens", 0)
+    read = usage.get("cached_tokens", 0) if config.price_cache_read_per_mtok is not None else 0
+    written = usage.get("cache_write_tokens", 0) if config.price_cache_write_per_mtok is not None else 0
+    cost = (inp - read - written) * pin + (usage.get("output_tokens", 0) + usage.get("thinking_tokens", 0)) * pout
+    if read:
+        cost += read * cast(float, config.price_cache_read_per_mtok)
+    if written:
+        cost += written * cast(float, config.price_cache_write_per_mtok)
+    return cost / 1e6
+
+
+def cache_saving_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
+    """What prompt caching saved (negative: cost) on this usage: its cost with every input
+    token at the input price, minus its cost at the cache prices. None without prices."""
+    cost = price_usd(config, usage)
+    if cost is None:
+        return None
+    plain = config.model_copy(update={"price_cache_read_per_mtok": None, "price_cache_write_per_mtok": None})
+    return cast(float, price_usd(plain, usage)) - cost
 
 
 def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict[str, int]) -> float | None:
@@ -29,4 +50,4 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-__all__ = ["estimate_tokens", "job_cost_usd", "price_usd"]
+__all__ = ["cache_saving_usd", "estimate_tokens", "job_cost_usd", "price_usd"]

@@ -349,7 +349,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         if pending or s.batch is not None:
             judge.check_ready()
         check = AnswerCheck(rub, plan.coverage_ctx)
-        store = AnswerStore(cache, out_dir / JOURNAL if s.write else None)
+        store = AnswerStore(cache, out_dir / JOURNAL if s.write else None, write_through=judge.costly)
         tally = Tally(judge)
         online = OnlineRunner(judge, check, store, tally, RateLimiter(judge.config.rpm, judge.config.tpm), s.progress)
         # A support run knows now whether the journal will be rewritten from the answers held

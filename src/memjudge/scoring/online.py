@@ -298,7 +298,8 @@ class Progress:
     def advance(self):
         self.new += 1
         dt = max(time.perf_counter() - self.t0, 1e-9)
-        tokens = sum(self.tally.tokens.values()) - self.tally.tokens["cached_tokens"]
+        t = self.tally.tokens
+        tokens = t["input_tokens"] + t["output_tokens"] + t["thinking_tokens"]
         cost = price_usd(self.tally.judge.config, self.tally.tokens)
         self.progress.update(
             self.task, advance=1, rate=f"{self.new / dt:.1f}/s", tokens=f"{tokens:,}",

@@ -84,8 +84,9 @@ class GoldRow(Strict):
 class Usage(Strict):
     input_tokens: int | None
     output_tokens: int | None
-    cached_tokens: int | None
+    cached_tokens: int | None = described("of input_tokens: read from the provider's prompt cache")
     thinking_tokens: int | None
+    cache_write_tokens: int | None = described("of input_tokens: written to the provider's prompt cache (anthropic:)", default=None)
 
 
 class LabelRow(Open):
