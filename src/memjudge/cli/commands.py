@@ -58,6 +58,10 @@ def cmd_score(args) -> int:
         print(f"dry run: {s.calls} calls for {s.rows} rows ({s.judge}, {s.rubric}); {s.cached} cached, {s.resumed} in the run's journal, {s.calls - s.cached - s.resumed} to request")
         print(f"estimated tokens: {s.estimated_input_tokens:,} input + {s.estimated_output_tokens:,} output; estimated cost: {cost}"
               + (f" (batch prices: x{s.batch['discount']:g})" if s.batch and s.estimated_cost_usd is not None else ""))
+        if s.estimated_cache_tokens:
+            c = s.estimated_cache_tokens
+            saving = f"; saves ${s.estimated_cache_saving_usd:.4f} (included above)" if s.estimated_cache_saving_usd is not None else ""
+            print(f"prompt cache: ~{c['cache_write_tokens']:,} tokens written, ~{c['cached_tokens']:,} read{saving}")
         return 0
     name = "labels.jsonl" if result.labels is not None else "coverage.jsonl"
     assert result.out_dir is not None  # set whenever the run writes, which the CLI's always does
@@ -71,6 +75,9 @@ def cmd_score(args) -> int:
         return 0
     print(f"{s.requested} calls requested ({s.requests} requests, {s.reasks} re-asks, {s.retries} retries), {s.cached} cached, {s.resumed} resumed, {s.errors} without a valid answer; "
           f"tokens {s.tokens.get('input_tokens', 0):,} in / {s.tokens.get('output_tokens', 0):,} out{cost}; {s.seconds:.1f} s")
+    if s.tokens.get("cache_write_tokens") or s.tokens.get("cached_tokens"):
+        saved = f"; saved ${s.cache_saving_usd:.4f}" if s.cache_saving_usd is not None else ""
+        print(f"prompt cache: {s.tokens.get('cache_write_tokens', 0):,} tokens written, {s.tokens.get('cached_tokens', 0):,} read{saved}")
     if s.batch:
         b = s.batch
         print(f"batch: {b['jobs_submitted']} jobs submitted, {b['jobs_found']} found from an earlier run, {b['resubmitted']} requests resubmitted, "

@@ -265,6 +265,15 @@ class AnthropicJudge(Judge):
             return 0
         return end
 
+    def cache_prefix(self, call: JudgeCall) -> tuple[Any, int]:
+        split = self.cache_split(call)
+        if not split:
+            return None, 0
+        from memjudge.scoring.cost import estimate_tokens
+
+        system, user = call.prompt.system, call.prompt.user[:split]
+        return (system, user), estimate_tokens(system) + estimate_tokens(user)
+
     def request_body(self, call: JudgeCall, mode: str | None = None) -> dict[str, Any]:
         """The JSON body `generate` posts for this call (e.g. the params of a batch request)."""
         cfg = self.config

@@ -554,6 +554,13 @@ class Judge(ABC):
         """Seconds the server asked us to wait (Retry-After, RetryInfo), if it said."""
         return None
 
+    def cache_prefix(self, call: JudgeCall) -> tuple[Any, int]:
+        """The part of this call's prompt the provider's prompt cache may keep (it is marked
+        so), and its estimated tokens: (identity of the prefix, tokens); (None, 0) when none
+        (the default: a provider that caches by itself, or not at all). The dry run's estimate
+        of cache writes and reads comes from it."""
+        return None, 0
+
     def order_key(self, call: JudgeCall) -> Any:
         """Calls are issued sorted by this; keeping a persona's calls together lets prompt
         prefixes (provider caches, the local judge's KV cache) be reused."""

@@ -1,6 +1,7 @@
 """The batch-API interface of a provider (`memjudge score --batch`), as `base.py` is for
 online requests: build a request line, upload, create a job carrying a label, find a job by
-its label, poll, cancel, read results joined on the cache key.
+its label (or, where jobs carry none, by its keys), poll, cancel, read results joined on the
+cache key.
 
 An adapter makes one attempt per method: retrying (and the durable job state) is
 scoring/batch's. Reading results downloads files through the `retry` callable it is given,

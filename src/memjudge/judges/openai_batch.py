@@ -46,7 +46,7 @@ class OpenAIBatches:
                                                      completion_window="24h", metadata={LABEL_FIELD: label})
         return self._info(b)
 
-    async def find(self, label: str, since: float) -> JobInfo | None:
+    async def find(self, label: str, since: float, keys: list[str] | None = None) -> JobInfo | None:
         # Newest first; a job with our label was created after its intent was recorded.
         async for b in self.judge.client().batches.list(limit=100):
             if (b.metadata or {}).get(LABEL_FIELD) == label:

@@ -27,16 +27,6 @@ def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
     return cost / 1e6
 
 
-def cache_saving_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
-    """What prompt caching saved (negative: cost) on this usage: its cost with every input
-    token at the input price, minus its cost at the cache prices. None without prices."""
-    cost = price_usd(config, usage)
-    if cost is None:
-        return None
-    plain = config.model_copy(update={"price_cache_read_per_mtok": None, "price_cache_write_per_mtok": None})
-    return cast(float, price_usd(plain, usage)) - cost
-
-
 def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict[str, int]) -> float | None:
     """Cost of a run's usage: batch requests at `batch_discount` times the online prices."""
     online = {k: tokens.get(k, 0) - batch_tokens.get(k, 0) for k in tokens}
@@ -45,9 +35,42 @@ def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict
     return None if full is None else full + config.batch_discount * cast(float, batch)
 
 
+def cache_saving_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict[str, int] | None = None) -> float | None:
+    """What prompt caching saved on a run's usage (negative: what it cost): the run's cost with
+    every input token at the input price, minus its cost at the cache prices (batch requests
+    at `batch_discount`, as `job_cost_usd`). None for a judge without cache prices."""
+    if config.price_cache_read_per_mtok is None and config.price_cache_write_per_mtok is None:
+        return None
+    batch_tokens = batch_tokens or {}
+    cost = job_cost_usd(config, tokens, batch_tokens)
+    if cost is None:
+        return None
+    plain = config.model_copy(update={"price_cache_read_per_mtok": None, "price_cache_write_per_mtok": None})
+    return cast(float, job_cost_usd(plain, tokens, batch_tokens)) - cost
+
+
+def estimated_cache_usage(judge, calls) -> dict[str, int]:
+    """The prompt-cache tokens a run of `calls` (in the judge's order) is expected to write and
+    read: the first call of each cacheable prefix writes it, every later one reads it (entries
+    live for minutes; a persona's calls go out together). Judge.cache_prefix says what is
+    cacheable."""
+    seen: set = set()
+    written = read = 0
+    for call in calls:
+        prefix, tokens = judge.cache_prefix(call)
+        if not tokens:
+            continue
+        if prefix in seen:
+            read += tokens
+        else:
+            seen.add(prefix)
+            written += tokens
+    return {"cache_write_tokens": written, "cached_tokens": read}
+
+
 def estimate_tokens(text: str) -> int:
     """A tokenizer-free estimate (about 4 characters per token in English)."""
     return max(1, len(text) // 4)
 
 
-__all__ = ["cache_saving_usd", "estimate_tokens", "job_cost_usd", "price_usd"]
+__all__ = ["cache_saving_usd", "estimate_tokens", "estimated_cache_usage", "job_cost_usd", "price_usd"]

@@ -43,7 +43,7 @@ from memjudge.judges.panel import OVERRIDABLE
 from memjudge.judges.rubrics import Rubric, load_rubric
 from memjudge.scoring.answers import AnswerCheck, Lightener, rereader
 from memjudge.scoring.cache import AnswerCache
-from memjudge.scoring.cost import estimate_tokens, job_cost_usd, price_usd
+from memjudge.scoring.cost import cache_saving_usd, estimate_tokens, estimated_cache_usage, job_cost_usd, price_usd
 from memjudge.scoring.online import OnlineRunner, RunStopped, Tally
 from memjudge.scoring.outputs import EXTRA_LABEL_COLUMNS, REPLICATE_OF, make_rows, write_outputs
 from memjudge.scoring.plan import default_out_dir, plan_calls, read_input, resolve_judge
@@ -82,6 +82,9 @@ class ScoreSummary:
     judge_settings: dict[str, Any] | None = None  # what the provider ended up using (Judge.effective)
     followups: int = 0  # coverage: calls asked again for only the facts an answer left out
     facts_unanswered: int = 0  # coverage: fact rows left null (no valid answer for that fact)
+    cache_saving_usd: float | None = None  # what the provider's prompt cache saved (judges with cache prices)
+    estimated_cache_tokens: dict[str, int] | None = None  # dry run: cache writes and reads expected (marked prefixes)
+    estimated_cache_saving_usd: float | None = None  # dry run: what the prompt cache is expected to save
 
     # summary.json is this dataclass, every field written: its JSON Schema (memjudge.formats.schemas)
     # is generated from it, with no other key allowed and every field required.
@@ -302,9 +305,13 @@ def _dry_run(judge: Judge, rub: Rubric, plan, pending, s: RunSettings, out_dir: 
     tasks = plan.tasks
     est_in = sum(estimate_tokens(t.call.prompt.system + "\n" + t.call.prompt.user) for t in pending)
     est_out = len(pending) * rub.expected_output_tokens
-    est_cost = price_usd(judge.config, {"input_tokens": est_in, "output_tokens": est_out})
+    est_cache = estimated_cache_usage(judge, [t.call for t in sorted(pending, key=lambda t: judge.order_key(t.call))])
+    est_usage = {"input_tokens": est_in, "output_tokens": est_out, **est_cache}
+    est_cost = price_usd(judge.config, est_usage)
+    est_saving = cache_saving_usd(judge.config, est_usage)
     if s.batch is not None and est_cost is not None:
         est_cost *= judge.config.batch_discount
+        est_saving = None if est_saving is None else est_saving * judge.config.batch_discount
     rows = len(plan.slots) if rub.kind == "support" else sum(len(slot[3] or [None]) for slot in plan.slots)
     summary = ScoreSummary(
         judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=rows,
@@ -314,6 +321,7 @@ def _dry_run(judge: Judge, rub: Rubric, plan, pending, s: RunSettings, out_dir: 
         estimated_input_tokens=est_in, estimated_output_tokens=est_out, estimated_cost_usd=est_cost,
         out_dir=str(out_dir), cache_dir=str(cache.directory) if cache is not None else None,
         batch={"discount": judge.config.batch_discount} if s.batch is not None else None,
+        estimated_cache_tokens=est_cache if any(est_cache.values()) else None, estimated_cache_saving_usd=est_saving,
     )
     if s.echo is not None and pending:
         first = sorted(pending, key=lambda t: judge.order_key(t.call))[0].call
@@ -400,6 +408,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             out_dir=str(out_dir) if s.write else None, cache_dir=str(cache.directory) if cache is not None else None, batch=batch_report,
             judge_settings=judge.effective() or None, followups=tally.followups,
             facts_unanswered=int(coverage["covered_by"].isna().sum()) if coverage is not None else 0,
+            cache_saving_usd=cache_saving_usd(judge.config, tally.tokens, tally.batch_tokens),
         )
         if s.write:
             # New answers were appended as they came; rewrite only when the journal holds
