@@ -53,6 +53,7 @@ from memjudge.judges.base import (
     Usage,
     connection_refused,
     delay_from_headers,
+    estimate_tokens,
     is_request_error,
     is_transient_status,
     normalise_base_url,
@@ -65,6 +66,7 @@ from memjudge.judges.rubrics import AnswerError, parse_json_answer
 if TYPE_CHECKING:
     import anthropic
     import httpx2
+    from pydantic import BaseModel
 else:  # imported by the first request: a fully cached run never loads the SDK
     anthropic = lazy.module("anthropic")
     httpx2 = lazy.module("httpx2")
@@ -150,7 +152,7 @@ def _message_body(http_response) -> dict[str, Any]:
 
 
 @functools.cache
-def _strict_schema(schema: type) -> dict[str, Any]:
+def _strict_schema(schema: type[BaseModel]) -> dict[str, Any]:
     """The rubric's schema as the SDK sends it for `output_config.format` (its strict subset)."""
     from anthropic.lib._parse._transform import transform_schema
 
@@ -259,8 +261,6 @@ class AnthropicJudge(Judge):
         end += len("SOURCE>>>")
         if end >= len(user):
             return 0
-        from memjudge.scoring.cost import estimate_tokens
-
         if estimate_tokens(call.prompt.system) + estimate_tokens(user[:end]) < self.min_cache_tokens:
             return 0
         return end
@@ -269,8 +269,6 @@ class AnthropicJudge(Judge):
         split = self.cache_split(call)
         if not split:
             return None, 0
-        from memjudge.scoring.cost import estimate_tokens
-
         system, user = call.prompt.system, call.prompt.user[:split]
         return (system, user), estimate_tokens(system) + estimate_tokens(user)
 

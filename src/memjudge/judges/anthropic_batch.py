@@ -135,7 +135,7 @@ class AnthropicBatches:
         rec, key = result_line(raw, "custom_id", calls, out)
         if rec is None or key is None:
             return
-        result = rec.get("result") if isinstance(rec.get("result"), dict) else {}
+        result: dict = rec["result"] if isinstance(rec.get("result"), dict) else {}
         kind = result.get("type")
         if kind == "succeeded":
             message = result.get("message")

@@ -176,6 +176,11 @@ class JudgeAnswer:
     raw: dict[str, Any] | None = None
 
 
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about 4 characters per token in English)."""
+    return max(1, len(text) // 4)
+
+
 def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
     """The answer validated against the call's schema, or None when it does not fit."""
     if not text:

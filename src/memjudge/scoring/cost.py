@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from memjudge.judges import JudgeConfig
+from memjudge.judges.base import estimate_tokens  # the judges' own estimate (a prompt's cacheable prefix)
 
 
 def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
@@ -66,11 +67,6 @@ def estimated_cache_usage(judge, calls) -> dict[str, int]:
             seen.add(prefix)
             written += tokens
     return {"cache_write_tokens": written, "cached_tokens": read}
-
-
-def estimate_tokens(text: str) -> int:
-    """A tokenizer-free estimate (about 4 characters per token in English)."""
-    return max(1, len(text) // 4)
 
 
 __all__ = ["cache_saving_usd", "estimate_tokens", "estimated_cache_usage", "job_cost_usd", "price_usd"]
