@@ -729,6 +729,7 @@ class FakeBatch:
     errors: list | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
+    lines_as: str | None = None  # route prefix of its lines' requests when not the provider's (azure)
 
 
 class BatchStore:
@@ -813,7 +814,7 @@ def _run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
                 errors.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key, "response": None,
                                "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})
             continue
-        req = _line_request(server, job.provider, body, str(body.get("model") or job.model).removeprefix("models/"))
+        req = _line_request(server, job.lines_as or job.provider, body, str(body.get("model") or job.model).removeprefix("models/"))
         fault = server._next_fault(req) or Fault("ok")
         req.fault = fault.kind
         with server.batches.lock:
@@ -1375,8 +1376,49 @@ def azure_chat(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
     return reply
 
 
+WIRES["azure"] = OpenAIWire  # azure batch lines are recorded as "azure.batch_line" requests
+
+
+def _azure_checked(handler: Handler) -> Handler:
+    """An OpenAI files/batches handler behind Azure's checks (api-version, a key or token)."""
+    def checked(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+        if not req.query.get("api-version"):
+            return OpenAIWire.error(404, "Resource not found (no api-version)", None, "header")
+        if not req.headers.get("api-key") and not req.headers.get("authorization", "").startswith("Bearer "):
+            return OpenAIWire.error(401, "Access denied due to invalid subscription key or wrong API endpoint.", None, "header")
+        return handler(server, req, fault)
+
+    checked.accepts_any_body = getattr(handler, "accepts_any_body", False)  # type: ignore[attr-defined]
+    return checked
+
+
+def azure_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    """Azure's batches take endpoint "/chat/completions" (no /v1), and the lines name the deployment."""
+    body = req.json if isinstance(req.json, dict) else {}
+    if body.get("endpoint") != "/chat/completions":
+        return OpenAIWire.error(400, "Azure batches take endpoint /chat/completions", None, "header")
+    f = _batches(server).files.get(body.get("input_file_id"))
+    if f is not None and any(json.loads(x).get("url") != "/chat/completions" for x in f["data"].decode().split("\n") if x.strip()):
+        return OpenAIWire.error(400, "every line's url must be /chat/completions", None, "header")
+    import dataclasses
+
+    # the OpenAI handler checks OpenAI's endpoint name; the recorded request keeps what was sent
+    reply = openai_batch_create(server, dataclasses.replace(req, json={**body, "endpoint": "/v1/chat/completions"}), fault)
+    if reply.status == 200:
+        _batches(server).jobs[reply.body["id"]].lines_as = "azure"
+    return reply
+
+
 ROUTES += [
     Route("POST", re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions$"), "azure.chat", "openai", azure_chat),
+    Route("POST", re.compile(r"^/openai/files$"), "azure.files.create", "openai", _azure_checked(openai_file_create)),
+    Route("GET", re.compile(r"^/openai/files/(?P<file_id>[^/]+)/content$"), "azure.files.content", "openai",
+          _azure_checked(openai_file_content)),
+    Route("POST", re.compile(r"^/openai/batches$"), "azure.batches.create", "openai", _azure_checked(azure_batch_create)),
+    Route("GET", re.compile(r"^/openai/batches$"), "azure.batches.list", "openai", _azure_checked(openai_batch_list)),
+    Route("GET", re.compile(r"^/openai/batches/(?P<batch_id>[^/]+)$"), "azure.batches.get", "openai", _azure_checked(openai_batch_get)),
+    Route("POST", re.compile(r"^/openai/batches/(?P<batch_id>[^/]+)/cancel$"), "azure.batches.cancel", "openai",
+          _azure_checked(openai_batch_cancel)),
 ]
 
 

@@ -403,13 +403,12 @@ def test_an_azure_judge_without_an_endpoint_exits_2(cli, tmp_path):
     assert "azure:gpt-4o-judge" in r.stderr and "endpoint" in r.stderr and "--base-url" in r.stderr
 
 
-@pytest.mark.parametrize("spec", ["azure:gpt-4o-judge", "sim:x"])
+@pytest.mark.parametrize("spec", ["sim:paper", "local:qwen2.5-coder-1.5b"])
 def test_batch_with_a_judge_without_a_batch_api_exits_2(cli, tmp_path, spec):
     cand, src = _inputs(tmp_path, 2)
-    r = cli("score", cand, "--sources", src, "--judge", spec, "--base-url", "https://example.openai.azure.com",
-            "--out", tmp_path / "run", "--batch")
+    r = cli("score", cand, "--sources", src, "--judge", spec, "--out", tmp_path / "run", "--batch")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert f"--batch needs a judge with a batch API (openai:, gemini:, anthropic:), not {spec}" in r.stderr
+    assert f"--batch needs a judge with a batch API (openai:, gemini:, anthropic:, azure:), not {spec}" in r.stderr
 
 
 def test_missing_keys_are_usage_errors_and_a_dry_run_needs_none(tmp_path):
@@ -455,3 +454,24 @@ def test_azure_log_odds_as_openai(fake_server, monkeypatch):
     fake_server.verdict_logprobs = (-0.2, -3.0)
     answer = ask(make_judge("azure:d", base_url=fake_server.url))
     assert answer.judge_score == pytest.approx(2.8)
+
+
+def test_azure_batch_goes_through_the_resource_with_the_deployment_as_model(fake_server, monkeypatch, tmp_path):
+    from memjudge.scoring.engine import RunOptions
+
+    monkeypatch.setenv("MEMJUDGE_BATCH_POLL_S", "0.002")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
+    r = score_run(candidates_frame(6), sources_frame(6), judge_config("azure:gpt-4o-mini-batch", base_url=fake_server.url),
+                  out=tmp_path / "run", cache_dir=tmp_path / "cache", progress=False, run=RunOptions(batch=True))
+    assert r.labels["verdict"].notna().all() and r.summary.batch["jobs_submitted"] == 1
+    routes = {q.route for q in fake_server.requests}
+    assert {"azure.files.create", "azure.batches.create", "azure.batches.get", "azure.files.content"} <= routes
+    assert all(q.headers.get("api-key") == KEY and q.query.get("api-version") == ["2024-10-21"]
+               for q in fake_server.requests if (q.route or "").startswith("azure."))
+    create = next(q for q in fake_server.requests if q.route == "azure.batches.create")
+    assert create.json["endpoint"] == "/chat/completions"  # Azure's name, no /v1
+    upload = next(f for f in fake_server.batches.files.values() if f["purpose"] == "batch")
+    lines = [json.loads(x) for x in upload["data"].decode().splitlines()]
+    assert {x["url"] for x in lines} == {"/chat/completions"} and {x["body"]["model"] for x in lines} == {"gpt-4o-mini-batch"}
+    state = json.loads((tmp_path / "run" / "batches.json").read_text())
+    assert state["jobs"][0]["provider"] == "azure" and state["judge"]["spec"] == "azure:gpt-4o-mini-batch"

@@ -26,8 +26,9 @@ from memjudge.scoring.engine import RunOptions, score_run
 from scripted_judge import UNSUPPORTED, candidates_frame, sources_frame, with_run_options
 
 N = 12
-SPECS = {"openai": "openai:gpt-4o-mini", "gemini": "gemini:gemini-2.5-flash", "anthropic": "anthropic:claude-haiku-4-5"}
-ONLINE_ROUTES = {"openai": "openai.chat", "gemini": "gemini.generate", "anthropic": "anthropic.messages"}
+SPECS = {"openai": "openai:gpt-4o-mini", "gemini": "gemini:gemini-2.5-flash", "anthropic": "anthropic:claude-haiku-4-5",
+         "azure": "azure:gpt-4o-mini-batch"}
+ONLINE_ROUTES = {"openai": "openai.chat", "gemini": "gemini.generate", "anthropic": "anthropic.messages", "azure": "azure.chat"}
 
 
 @pytest.fixture(autouse=True)
@@ -36,8 +37,10 @@ def _fast_polls(monkeypatch):
     monkeypatch.setenv("MEMJUDGE_BATCH_POLL_MAX_S", "0.02")
 
 
-@pytest.fixture(params=["openai", "gemini", "anthropic"])
-def provider(request):
+@pytest.fixture(params=["openai", "gemini", "anthropic", "azure"])
+def provider(request, monkeypatch):
+    if request.param == "azure":  # an Azure resource needs its key (a compatible server would not)
+        monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-test-key")
     return request.param
 
 
@@ -258,6 +261,7 @@ def test_cancelled_job_is_not_resubmitted_in_the_same_run(fake_server, tmp_path)
 def _popen(args):
     env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_ENV}
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env["AZURE_OPENAI_API_KEY"] = "azure-test-key"  # what an azure: judge needs; the others ignore it
     return subprocess.Popen([sys.executable, "-m", "memjudge", *map(str, args)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -410,7 +414,7 @@ def test_batch_needs_a_batch_provider(cli, tmp_path):
     cand, src = write_inputs(tmp_path)
     r = cli("score", cand, "--sources", src, "--judge", "sim:x", "--out", tmp_path / "run", "--batch")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert "--batch needs a judge with a batch API (openai:, gemini:, anthropic:), not sim:x" in r.stderr
+    assert "--batch needs a judge with a batch API (openai:, gemini:, anthropic:, azure:), not sim:x" in r.stderr
 
 
 def test_batch_calls_are_retried_and_a_lost_create_is_found_not_repeated(fake_server, provider, tmp_path):

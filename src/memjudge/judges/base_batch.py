@@ -27,6 +27,7 @@ ADAPTERS = {
     "openai": "memjudge.judges.openai_batch:OpenAIBatches",
     "gemini": "memjudge.judges.gemini_batch:GeminiBatches",
     "anthropic": "memjudge.judges.anthropic_batch:AnthropicBatches",
+    "azure": "memjudge.judges.openai_batch:OpenAIBatches",
 }
 
 # Error codes of a failed line that a new job may cure (HTTP and gRPC codes alike).

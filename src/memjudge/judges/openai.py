@@ -139,6 +139,7 @@ class OpenAIJudge(Judge):
 
     options: frozenset[str] = OPTIONS  # the provider options this judge understands
     hosted = False  # True: OpenAI's models wherever base_url points (Azure), not a compatible server
+    batch_endpoint = "/v1/chat/completions"  # a batch line's url and the batch's endpoint (openai_batch.py)
 
     def connect(self, config: JudgeConfig) -> None:
         """Where requests go and with which key (`base_url`, `_api_key`, `missing_credentials`)."""
@@ -469,11 +470,12 @@ class AzureOpenAIJudge(OpenAIJudge):
     `https://RESOURCE.openai.azure.com`), through `openai.AsyncAzureOpenAI`. Requests go to
     `/openai/deployments/DEPLOYMENT/chat/completions?api-version=...` with the key in the
     `api-key` header (or an Entra ID token from AZURE_OPENAI_AD_TOKEN); everything else
-    (response formats, log-odds, batch) is the OpenAI judge's."""
+    (response formats, log-odds, batch through a Global Batch deployment) is the OpenAI judge's."""
 
     prefix = "azure"
     options = OPTIONS | {"api_version"}
     hosted = True
+    batch_endpoint = "/chat/completions"  # Azure's Global Batch: the deployment is each line's model
 
     def connect(self, config: JudgeConfig) -> None:
         url = normalise_base_url(config.base_url or os.environ.get(AZURE_ENDPOINT_VAR))
