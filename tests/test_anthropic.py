@@ -365,6 +365,9 @@ def test_prompt_caching_can_be_turned_off(anthropic_judge, fake_server):
     assert anthropic_judge(options={"min_cache_tokens": 1000}).cache_split(long_call) > 0
     judge = make_judge("anthropic:claude-sonnet-4-5", base_url=fake_server.url, options={"prompt_cache": False})
     assert judge.cache_split(long_call) == 0 and judge.cache_prefix(long_call) == (None, 0)
+    # the mark changes the price, not the answer: the same cache key with or without it
+    assert judge.identity() == sonnet.identity() != make_judge("anthropic:claude-sonnet-4-5", base_url=fake_server.url,
+                                                                options={"effort": "low"}).identity()
 
 
 # --------------------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"  # the SDK's own default
 # of the models that take it), `prompt_cache` (false: mark nothing), `min_cache_tokens` (the
 # model's minimum cacheable prompt length, when MIN_CACHE_TOKENS does not know the model).
 OPTIONS = frozenset({"effort", "prompt_cache", "min_cache_tokens"})
+CACHE_OPTIONS = frozenset({"prompt_cache", "min_cache_tokens"})  # how a request is billed, not what it answers
 # The Messages API requires max_tokens; JudgeConfig.max_output_tokens None means "the
 # provider's default", and Anthropic has none: this one.
 DEFAULT_MAX_TOKENS = 1024
@@ -228,8 +229,11 @@ class AnthropicJudge(Judge):
         return self.base_url or DEFAULT_BASE_URL
 
     def identity(self) -> dict[str, Any]:
-        # The cache mark changes what is billed, never the answer: not in the key.
-        return {**super().identity(), "base_url": self.base_url, "response_format": self.config.response_format}
+        # The cache mark changes what is billed, never the answer: its options are not in the key.
+        ident = super().identity()
+        params = dict(ident["params"])
+        params["options"] = {k: v for k, v in params["options"].items() if k not in CACHE_OPTIONS}
+        return {**ident, "params": params, "base_url": self.base_url, "response_format": self.config.response_format}
 
     def effective(self) -> dict[str, Any]:
         return {
