@@ -156,7 +156,8 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 class AnswerStore:
-    """The journal (None: no run folder) and the write-behind cache of one run."""
+    """The journal (None: no run folder) and the cache of one run: written behind the journal,
+    or (`write_through`, a judge whose answers cost money) before it."""
 
     def __init__(self, cache: AnswerCache | None, journal_path: Path | None, *, write_through: bool = False):
         self.cache = cache
