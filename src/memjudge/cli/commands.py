@@ -286,9 +286,18 @@ def cmd_calibrate(args) -> int:
     if args.coverage:
         from memjudge.stats.coverage import calibrate_coverage_files
 
-        cal = calibrate_coverage_files(args.labels, args.gold, args.judge, target=args.target, panel=args.panel)
+        cal = calibrate_coverage_files(args.labels, args.gold, args.judge, target=args.target)
     else:
-        cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel, own=args.own_threshold)
+        cal = calibrate(args.labels, args.gold, args.judge, target=args.target, own=args.own_threshold)
+    if args.panel is not None:
+        from memjudge.judges.panel import write_threshold
+
+        # Statistics return the threshold; the command writes it.
+        if args.coverage:
+            write_threshold(args.panel, cal.judge, cal.threshold, key="coverage_threshold")
+        else:
+            write_threshold(args.panel, cal.judge, cal.threshold, cal.category_thresholds)
+        cal.panel = str(args.panel)
     if args.json:
         print(dumps(cal.as_dict(), indent=2))
     else:
