@@ -326,6 +326,7 @@ def test_every_public_name_resolves_and_is_listed():
         "Table", "import_memories",  # issue #34: any table by mapping, the memory systems' exports
         "judge_config", "RunOptions",  # issue #36: one judge settings object, score_run's run options
         "write_threshold",  # issue #51: statistics return a threshold, this writes it into a judges file
+        "run_cascade",  # issue #51: the certified cascade
     } == set(memjudge.__all__)
     assert memjudge.Estimate(0.5, 0.4, 0.6).to_dict() == {"value": 0.5, "lo": 0.4, "hi": 0.6}
     assert issubclass(memjudge.InputError, memjudge.MemjudgeError)

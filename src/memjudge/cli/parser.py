@@ -27,6 +27,7 @@ from memjudge.cli.commands import (
     cmd_score,
     cmd_simulate,
 )
+from memjudge.cli.cascade import add_cascade_parser
 from memjudge.cli.diff import add_diff_parser
 from memjudge.cli.inputs import add_map
 from memjudge.errors import UsageError
@@ -351,4 +352,5 @@ def build_parser() -> argparse.ArgumentParser:
     es.set_defaults(func=cmd_estimate)
 
     add_diff_parser(sub, _positive_int, _replicate_choice)
+    add_cascade_parser(sub, _positive_int)
     return p

@@ -59,6 +59,9 @@ class JudgeConfig(BaseModel):
     """USD per million output tokens."""
     price_per_call: float | None = Field(default=None, ge=0)
     """USD per request, beside or instead of the token prices (a flat-rate service, a simulated judge)."""
+    replicates: int | None = Field(default=None, ge=2)
+    """A cascade stage's confidence: agreement among this many replicates (for a judge without
+    `judge_score`); None: the judge's own log-odds."""
     batch_discount: float = 0.5
     """The provider's batch price as a fraction of its online price."""
     max_attempts: int = Field(default=8, ge=1)

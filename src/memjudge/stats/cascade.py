@@ -219,6 +219,10 @@ def certify_cascade(confidence, correct, target: float, delta: float, *, select=
         cer = np.arange(n)
         s_conf, s_right = conf, right
     paths = level_thresholds(s_conf, s_right, levels)
+    if select is not None:
+        # The selection items know the last stage only as their own yardstick: where it is
+        # trusted at all, it is trusted on every answer it gives (confidences are >= 0).
+        paths[:, -1] = np.where(np.isfinite(paths[:, -1]), 0.0, np.inf)
     # Where to start: the most cautious level that the selection items predict certifiable at
     # the certification items' number (else the one they predict closest).
     t_sel, e_sel = replay_counts(s_conf, s_right, paths)
