@@ -131,6 +131,13 @@ def test_one_stage_abstains_and_queues_for_annotate(cli, study, tmp_path):
     labels = io.read_labels(out / "labels.jsonl")
     assert set(queue["assertion_id"]) == set(labels.loc[labels["decided_by"].isna(), "assertion_id"])
     assert len(queue) == info["abstained"] and labels.loc[labels["decided_by"].isna(), "verdict"].isna().all()
+    # the report's cascade section
+    r = cli("report", out, "--format", "md")
+    assert r.returncode == 0, r.stderr
+    text = (out / "report.md").read_text()
+    section = text[text.index("## Cascade of judges"):]
+    assert "| sim:mid | judge_score |" in section and f"{info['abstained']:,} abstained" in section
+    assert info["guarantee"] in section
 
 
 def test_gold_from_the_last_stage_says_so(cli, study, tmp_path):

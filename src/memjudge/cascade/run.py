@@ -145,6 +145,8 @@ def run_cascade(candidates, sources, stages, *, gold=None, gold_sample: int | No
     # 3. The files.
     info = _info(made, cert, cands, labels, calib_runs, stage_runs, asked, decided, target, delta, gold, gold_sample,
                  len(select_ids), out_dir)
+    info["inputs"] = {"candidates": None if isinstance(candidates, pd.DataFrame) else str(candidates),
+                      "sources": None if isinstance(sources, pd.DataFrame) else str(sources)}
     io.check_dir(out_dir)
     io.write_jsonl(out_dir / "labels.jsonl", io.frame_records(labels))
     queue = cands[cands["assertion_id"].isin(set(remaining["assertion_id"]))] if len(remaining) else cands.iloc[:0]

@@ -9,6 +9,7 @@ import argparse
 
 from memjudge._util import registry  # standard library only: --help lists names without pandas
 from memjudge.cli import view
+from memjudge.cli.cascade import add_cascade_parser
 from memjudge.cli.commands import (
     cmd_agreement,
     cmd_annotate,
@@ -27,7 +28,6 @@ from memjudge.cli.commands import (
     cmd_score,
     cmd_simulate,
 )
-from memjudge.cli.cascade import add_cascade_parser
 from memjudge.cli.diff import add_diff_parser
 from memjudge.cli.inputs import add_map
 from memjudge.errors import UsageError

@@ -42,6 +42,11 @@ class CascadeStage(Strict):
     run: str | None = described("the stage's run folder")
 
 
+class CascadeInputs(Strict):
+    candidates: str | None = described("the candidates file, as given (null: a DataFrame)")
+    sources: str | None = described("the sources file, as given")
+
+
 class CascadeJson(Strict):
     """DIR/cascade.json."""
 
@@ -60,3 +65,4 @@ class CascadeJson(Strict):
     top_judge_cost_usd: Num = described("the last stage asked about every candidate, at the same prices (from its cost per call)")
     cost_share: Num = described("cost_usd / top_judge_cost_usd")
     guarantee: str = described("what is certified, and what is not, in one sentence")
+    inputs: CascadeInputs = described("what memjudge view reads the items and sources from")
