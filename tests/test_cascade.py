@@ -218,3 +218,65 @@ def test_dry_run_prices_the_cascade_against_the_last_stage_and_calls_nothing(cli
     assert not (out / "labels.jsonl").exists() and not list(out.glob("*/*/labels.jsonl"))
     text = cli(*_args(study, out, "--dry-run"))
     assert "the last stage alone" in text.stdout
+
+
+def test_a_kill_during_stage_2_resumes_without_asking_stage_1_again(cli, tmp_path, fake_server):
+    """Stage 1 a sim judge, stage 2 an OpenAI-compatible judge (the fake provider, with
+    log-probabilities): SIGKILL while stage 2 answers the items stage 1 did not trust, then the
+    same command again asks stage 2 only what it had not answered, and stage 1 nothing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import _PROVIDER_ENV, ROOT
+
+    corpus = tmp_path / "corpus"
+    simulate(preset="paper", seed=6, personas=10, out=corpus)
+    fake_server.logprobs = True
+    fake_server.verdict_rule = "hash"
+    fake_server.latency_s = 0.05
+    judges = tmp_path / "judges.toml"
+    judges.write_text(f'[[judge]]\nspec = "sim:paper"\nprice_per_call = 0.0001\n[judge.options]\ntruth = "{corpus}"\n\n'
+                      f'[[judge]]\nspec = "openai:gpt-4o-mini"\nbase_url = "{fake_server.openai_base_url}"\n'
+                      "concurrency = 2\nprice_per_call = 0.01\n")
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    args = ["cascade", corpus / "candidates.jsonl", "--sources", corpus / "sources.jsonl", "--judges-file", judges,
+            "--stage", "sim:paper", "--stage", "openai:gpt-4o-mini", "--gold-sample", "120", "--target", "0.9",
+            "--out", out, "--cache-dir", cache, "--no-progress"]
+    env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_ENV}
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "memjudge", *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    journal = out / "stages" / "2-openai_gpt-4o-mini" / "journal.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count("\n") >= 20:
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"finished before it could be killed: {proc.stderr.read()}")
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL and not (out / "cascade.json").exists()
+    def keys(path):
+        return {json.loads(line)["key"] for line in path.read_text().splitlines() if line.strip().endswith("}")}
+
+    answered = keys(journal) | keys(out / "calibration" / "2-openai_gpt-4o-mini" / "journal.jsonl")
+    assert (out / "stages" / "1-sim_paper" / "labels.jsonl").is_file()  # stage 1 had finished
+
+    fake_server.reset()
+    fake_server.latency_s = 0.0
+    r = cli(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["certified"] and info["gold"]["kind"] == "last_stage"
+    # stage 1 asked nothing again, in either of its runs
+    for summary in (out / "calibration" / "1-sim_paper" / "summary.json", out / "stages" / "1-sim_paper" / "summary.json"):
+        assert json.loads(summary.read_text())["requested"] == 0, summary
+    # stage 2 was asked only what it had not answered before the kill
+    assert fake_server.count() == info["stages"][1]["calls"] - len(answered)
+    assert 0 < fake_server.count() < info["stages"][1]["asked"]  # killed in the middle of the stage's run
+    assert len({q.user for q in fake_server.requests}) == fake_server.count()
+    assert info["stages"][1]["confidence"] == "judge_score"
