@@ -280,3 +280,18 @@ def test_a_kill_during_stage_2_resumes_without_asking_stage_1_again(cli, tmp_pat
     assert 0 < fake_server.count() < info["stages"][1]["asked"]  # killed in the middle of the stage's run
     assert len({q.user for q in fake_server.requests}) == fake_server.count()
     assert info["stages"][1]["confidence"] == "judge_score"
+
+
+def test_nothing_certified_leaves_every_item_to_people_and_runs_no_stage(cli, study, tmp_path):
+    # the middle judge as the last stage is about 97% right: 0.99 cannot be certified
+    out = tmp_path / "none"
+    r = cli(*_args(study, out, "--target", "0.99", stages=("sim:weak", "sim:mid")))
+    assert r.returncode == 0, r.stderr
+    info = json.loads((out / "cascade.json").read_text())
+    assert not errors("cascade", info)
+    assert not info["certified"] and info["decided"] == 0 and info["abstained"] == info["candidates"]
+    assert info["guarantee"].startswith("Nothing is certified") and all(s["threshold"] is None for s in info["stages"])
+    assert all(s["asked"] == 0 for s in info["stages"]) and not (out / "stages").exists()
+    assert len(io.read_candidates(out / "queue.jsonl")) == info["candidates"]
+    labels = io.read_labels(out / "labels.jsonl")
+    assert labels["verdict"].isna().all() and labels["decided_by"].isna().all()
