@@ -295,3 +295,48 @@ def test_nothing_certified_leaves_every_item_to_people_and_runs_no_stage(cli, st
     assert len(io.read_candidates(out / "queue.jsonl")) == info["candidates"]
     labels = io.read_labels(out / "labels.jsonl")
     assert labels["verdict"].isna().all() and labels["decided_by"].isna().all()
+
+
+@pytest.mark.model
+@pytest.mark.timeout(2400)  # the embedded judge on one CPU core: seconds per item on a loaded machine
+def test_the_embedded_judge_then_a_served_judge_end_to_end(cli, tmp_path, fake_server, model_home):
+    """Real judges, offline: the embedded judge (its log-odds) as stage 1, an OpenAI-compatible
+    server (the fake provider, answering the corpus's truth, with log-probabilities) as stage 2."""
+    import re
+
+    corpus = tmp_path / "corpus"
+    c = simulate(preset="paper", seed=8, personas=1, out=corpus)
+    truth = {" ".join(t.split()): v for t, v in zip(c.candidates["text"], c.labels.set_index("assertion_id").loc[
+        c.candidates["assertion_id"], "verdict"])}
+
+    def answer(server, req):
+        user = req.user or ""
+        item = re.findall(r"<<<ASSERTION\n(.*?)\nASSERTION>>>", user, flags=re.S)[-1]
+        source = re.findall(r"<<<SOURCE\n(.*?)\nSOURCE>>>", user, flags=re.S)[0]
+        verdict = truth[" ".join(item.split())]
+        evidence = " ".join(source.split()[:8]) if verdict == "supported" else ""
+        return json.dumps({"verdict": verdict, "evidence": evidence, "rationale": "the truth"})
+
+    fake_server.answer_fn = answer
+    fake_server.logprobs = True
+    judges = tmp_path / "judges.toml"
+    judges.write_text('[[judge]]\nspec = "local:qwen2.5-coder-1.5b"\nprice_per_call = 0.0\n\n'
+                      f'[[judge]]\nspec = "openai:gpt-4o-mini"\nbase_url = "{fake_server.openai_base_url}"\nprice_per_call = 0.01\n')
+    out = tmp_path / "run"
+    args = ["cascade", corpus / "candidates.jsonl", "--sources", corpus / "sources.jsonl", "--judges-file", judges,
+            "--stage", "local:qwen2.5-coder-1.5b", "--stage", "openai:gpt-4o-mini", "--gold-sample", "20",
+            "--target", "0.85", "--out", out, "--cache-dir", model_home, "--no-progress", "--json"]
+    r = cli(*args, timeout=3000)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    n = len(c.candidates)
+    assert info["certified"] and info["stages"][0]["confidence"] == "judge_score"
+    assert info["stages"][0]["calls"] == n and info["stages"][0]["asked"] == n
+    labels = io.read_labels(out / "labels.jsonl")
+    assert set(labels["decided_by"].dropna()) <= {"local:qwen2.5-coder-1.5b", "openai:gpt-4o-mini"}
+    local = io.read_labels(out / "stages" / "1-local_qwen2.5-coder-1.5b" / "labels.jsonl")
+    assert local["judge_score"].notna().all()  # the embedded judge's log-odds are its confidence
+    asked_before = fake_server.count()
+    again = cli(*args, timeout=3000)
+    assert again.returncode == 0 and fake_server.count() == asked_before  # a rerun asks neither judge
+    assert json.loads(again.stdout)["stages"] == info["stages"]
