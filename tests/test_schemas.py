@@ -74,6 +74,8 @@ memjudge estimate s/paper/labels.jsonl --gold gold.jsonl --sample to_label.jsonl
     --plan --half-width 0.02 --json > plan.json
 memjudge import synthpai examples/data/synthpai --out imp
 memjudge diff s/paper s/noisy --by category --fail-if-worse 0.5 --out dif > /dev/null
+memjudge cascade c/candidates.jsonl --sources c/sources.jsonl --judges-file judges.toml --stage sim:noisy \
+    --stage sim:paper --gold-sample 150 --target 0.9 --out casc --no-progress > /dev/null
 python - <<'PY'
 import json
 names = {"persona_id": "uid", "text": "memory_text", "category": "cat", "confidence": "conf", "assertion_id": "id"}

@@ -9,6 +9,7 @@ import argparse
 
 from memjudge._util import registry  # standard library only: --help lists names without pandas
 from memjudge.cli import view
+from memjudge.cli.cascade import add_cascade_parser
 from memjudge.cli.commands import (
     cmd_agreement,
     cmd_annotate,
@@ -352,4 +353,5 @@ def build_parser() -> argparse.ArgumentParser:
     es.set_defaults(func=cmd_estimate)
 
     add_diff_parser(sub, _positive_int, _replicate_choice)
+    add_cascade_parser(sub, _positive_int)
     return p

@@ -65,6 +65,11 @@ class JudgeConfig(BaseModel):
     price_cache_read_per_mtok: float | None = None
     """USD per million input tokens read from the provider's prompt cache (None: the judge's
     default: anthropic: 0.1 x the input price; others: the input price)."""
+    price_per_call: float | None = Field(default=None, ge=0)
+    """USD per request, beside or instead of the token prices (a flat-rate service, a simulated judge)."""
+    replicates: int | None = Field(default=None, ge=2)
+    """A cascade stage's confidence: agreement among this many replicates (for a judge without
+    `judge_score`); None: the judge's own log-odds."""
     batch_discount: float = 0.5
     """The provider's batch price as a fraction of its online price."""
     max_attempts: int = Field(default=8, ge=1)

@@ -8,12 +8,17 @@ from memjudge.judges import JudgeConfig
 from memjudge.judges.base import estimate_tokens  # the judges' own estimate (a prompt's cacheable prefix)
 
 
-def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
-    """Cost of the given usage at the judge's prices (thinking tokens bill as output). Input
-    tokens read from or written to a provider's prompt cache (`cached_tokens`,
-    `cache_write_tokens`, both part of `input_tokens`) bill at the cache prices where the
-    judge has them, else as input."""
-    if config.price_input_per_mtok is None and config.price_output_per_mtok is None:
+def has_prices(config: JudgeConfig) -> bool:
+    """True when the judges file gives this judge a price (per token or per call)."""
+    return any(p is not None for p in (config.price_input_per_mtok, config.price_output_per_mtok, config.price_per_call))
+
+
+def price_usd(config: JudgeConfig, usage: dict[str, int], requests: int = 0) -> float | None:
+    """Cost of the given usage and requests at the judge's prices (thinking tokens bill as
+    output; `price_per_call` per request); None when the judge has no price. Input tokens read
+    from or written to a provider's prompt cache (`cached_tokens`, `cache_write_tokens`, both
+    part of `input_tokens`) bill at the cache prices where the judge has them, else as input."""
+    if not has_prices(config):
         return None
     pin = config.price_input_per_mtok or 0.0
     pout = config.price_output_per_mtok or 0.0
@@ -25,13 +30,14 @@ def price_usd(config: JudgeConfig, usage: dict[str, int]) -> float | None:
         cost += read * cast(float, config.price_cache_read_per_mtok)
     if written:
         cost += written * cast(float, config.price_cache_write_per_mtok)
-    return cost / 1e6
+    return cost / 1e6 + requests * (config.price_per_call or 0.0)
 
 
-def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict[str, int]) -> float | None:
+def job_cost_usd(config: JudgeConfig, tokens: dict[str, int], batch_tokens: dict[str, int], requests: int = 0,
+                 batch_requests: int = 0) -> float | None:
     """Cost of a run's usage: batch requests at `batch_discount` times the online prices."""
     online = {k: tokens.get(k, 0) - batch_tokens.get(k, 0) for k in tokens}
-    full, batch = price_usd(config, online), price_usd(config, batch_tokens)
+    full, batch = price_usd(config, online, requests - batch_requests), price_usd(config, batch_tokens, batch_requests)
     # price_usd is None for a config without prices alone, whatever the usage: both or neither.
     return None if full is None else full + config.batch_discount * cast(float, batch)
 
@@ -69,4 +75,4 @@ def estimated_cache_usage(judge, calls) -> dict[str, int]:
     return {"cache_write_tokens": written, "cached_tokens": read}
 
 
-__all__ = ["cache_saving_usd", "estimate_tokens", "estimated_cache_usage", "job_cost_usd", "price_usd"]
+__all__ = ["cache_saving_usd", "estimate_tokens", "estimated_cache_usage", "has_prices", "job_cost_usd", "price_usd"]

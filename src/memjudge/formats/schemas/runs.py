@@ -111,6 +111,7 @@ class LabelRow(Open):
     finish_reason: str | None = described("scored rows", default=None)
     model_version: str | None = described("scored rows: the served model", default=None)
     simulated: bool | None = described("rows of a simulated judge or a simulated corpus's gold", default=None)
+    decided_by: str | None = described("memjudge cascade: the stage's judge whose answer was trusted; null: abstained", default=None)
 
 
 class CoverageRow(Open):
