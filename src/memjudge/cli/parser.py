@@ -29,6 +29,7 @@ from memjudge.cli.commands import (
 )
 from memjudge.cli.diff import add_diff_parser
 from memjudge.cli.inputs import add_map
+from memjudge.cli.private import add_private_flags, add_privacy_check_parser
 from memjudge.errors import UsageError
 
 __all__ = ["build_parser"]
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity(s)
     s.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     add_map(s, "candidates")
+    add_private_flags(s)  # --private (memjudge.cli.private)
     s.set_defaults(func=cmd_score)
 
     # --- cache -------------------------------------------------------------------------
@@ -351,4 +353,5 @@ def build_parser() -> argparse.ArgumentParser:
     es.set_defaults(func=cmd_estimate)
 
     add_diff_parser(sub, _positive_int, _replicate_choice)
+    add_privacy_check_parser(sub)  # memjudge privacy-check (memjudge.cli.private)
     return p
