@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_server import UNSUPPORTED_MARKER, Fault
 
+from fake_server import UNSUPPORTED_MARKER, Fault
 from memjudge.judges import make_judge
 from memjudge.judges.panel import judge_config
 from memjudge.scoring.engine import RunOptions, score_run

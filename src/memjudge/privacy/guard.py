@@ -146,8 +146,8 @@ def privacy_check(cands: pd.DataFrame, srcs: pd.DataFrame, settings: PrivacySett
             personas[pid][e.entity] = personas[pid].get(e.entity, 0) + 1
             if len(t["examples"]) < examples:
                 t["examples"].append({"persona_id": pid, "original": e.original, "stand_in": e.stand_in})
-    for t, v in by_type.items():
-        v["personas"] = sum(1 for c in personas.values() if t in c)
+    for entity, v in by_type.items():
+        v["personas"] = sum(1 for c in personas.values() if entity in c)
     return {"style": settings.style, "recognisers": p.recognisers, "personas": len(pmap.personas),
             "texts": p.stats["texts"], "detection_seconds": p.stats["detection_seconds"],
             "by_type": dict(sorted(by_type.items())), "by_persona": personas}

@@ -194,12 +194,11 @@ def restored_task(task: Task, restore: Any, persona: str) -> Task:
     journal and the cache keep what the judge said."""
     rec = task.record
     if type(rec) is LabelAnswer:
-        back = copy.copy(rec)
-        back.evidence = restore.evidence(persona, rec.evidence)
-        back.rationale = restore.text(persona, rec.rationale)
-    else:
-        back = {**cast(dict, rec), "answer": restore.answer(persona, cast(dict, rec)["answer"])}
-    return dataclasses.replace(task, record=back)
+        light = copy.copy(rec)
+        light.evidence = restore.evidence(persona, rec.evidence)
+        light.rationale = restore.text(persona, rec.rationale)
+        return dataclasses.replace(task, record=light)
+    return dataclasses.replace(task, record={**cast(dict, rec), "answer": restore.answer(persona, cast(dict, rec)["answer"])})
 
 
 _CHUNK_ROWS = 8192  # rows turned into columns (or JSONL text) at a time
