@@ -361,3 +361,64 @@ def test_only_the_privacy_package_imports_presidio_or_spacy():
             if any(n.split(".")[0] in ("presidio_analyzer", "presidio_anonymizer", "spacy", "tldextract") for n in names):
                 owners.add(path.relative_to(ROOT / "src").as_posix())
     assert owners == {"memjudge/privacy/detect.py"}
+
+
+# ---------------------------------------------------------------------------------------
+# the map and the way back, by hand
+
+
+def test_replacement_offsets_and_the_way_back_by_hand():
+    from memjudge.privacy.detect import Span
+    from memjudge.privacy.mapping import PrivacyMap
+    from memjudge.privacy.restore import Restorer
+
+    source = "Ana Ruiz met Bo  Li in Oslo. Ruiz called +47 22 33 44 55."
+    item = "Ruiz lives in Oslo; phone +4722334455."
+    spans = [[Span(0, 8, "PERSON", 0.85), Span(13, 19, "PERSON", 0.85), Span(23, 27, "LOCATION", 0.85),
+              Span(41, 56, "PHONE_NUMBER", 0.75)], [Span(26, 37, "PHONE_NUMBER", 0.75)]]
+    pmap = PrivacyMap("placeholder")
+    src, cand = pmap.pseudonymise("p", [source, item], spans, source)
+    # "Bo  Li" (two blanks) is a form of its own; "Ruiz" alone is Ana Ruiz; the compact phone is the same number
+    assert src.text == "<PERSON_1> met <PERSON_2> in <LOCATION_1>. <PERSON_1> called <PHONE_NUMBER_1>."
+    assert cand.text == "<PERSON_1> lives in <LOCATION_1>; phone <PHONE_NUMBER_1>."
+    assert src.segments[0] == (0, 10, 0, 8) and src.segments[1] == (15, 25, 13, 19)
+    assert src.original_span(0, 25) == (0, 19) and src.original_span(11, 14) == (9, 12)
+    back = Restorer(pmap, {"p": (source, src)})
+    # a quote of the sent source comes back as the source's own words (its blanks too) ...
+    assert back.evidence("p", "<PERSON_1> met <PERSON_2>") == "Ana Ruiz met Bo  Li"
+    assert back.evidence("p", "<PERSON_1>  called\n<PHONE_NUMBER_1>") == "Ruiz called +47 22 33 44 55"
+    # ... anything else through the map (a bare stand-in: the first form seen), an invented one kept
+    assert back.text("p", "<PERSON_1> and <PERSON_3> in <LOCATION_1>") == "Ana Ruiz and <PERSON_3> in Oslo"
+    assert back.counts() == {"invented_placeholders": 1, "quotes_restored_from_source": 2}
+
+
+def test_surrogates_never_come_from_the_personas_own_texts():
+    from memjudge.privacy.detect import Span
+    from memjudge.privacy.mapping import PrivacyMap
+    from memjudge.privacy.surrogates import CITIES
+
+    # every city of the list but one is already in the persona's text: the stand-in is that one
+    text = "I live in Oslo. " + " ".join(CITIES[1:]) + "."
+    pmap = PrivacyMap("surrogate")
+    (out,) = pmap.pseudonymise("p", [text], [[Span(10, 14, "LOCATION", 0.85)]], text)
+    assert out.text.startswith(f"I live in {CITIES[0]}.") and pmap.personas["p"].entities[0].stand_in == CITIES[0]
+
+
+def test_a_map_file_that_is_not_a_map_or_not_the_runs(tmp_path):
+    from memjudge.errors import InputError
+    from memjudge.privacy.mapping import PrivacyMap
+
+    path = tmp_path / "map.json"
+    path.write_text('{"personas": {}}')
+    with pytest.raises(InputError, match="not a memjudge privacy map"):
+        PrivacyMap.load(path, "placeholder", {})
+    m = PrivacyMap("placeholder")
+    m.pseudonymise("p", ["Oslo"], [[]], "Oslo")
+    m.save(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with pytest.raises(InputError, match="stand-ins are 'placeholder'"):
+        PrivacyMap.load(path, "surrogate", {"p": "Oslo"})
+    with pytest.raises(InputError, match="not this run's") as e:
+        PrivacyMap.load(path, "placeholder", {"p": "Bergen"})
+    assert "Bergen" not in str(e.value) and "Oslo" not in str(e.value)
+    assert PrivacyMap.load(path, "placeholder", {"p": "Oslo"}).personas["p"].source_sha256

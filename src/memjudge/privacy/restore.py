@@ -25,7 +25,7 @@ class Restorer:
         self.sources = sources
         self._back: dict[str, tuple[dict[str, str], re.Pattern | None]] = {}
         self.invented: set[tuple[str, str]] = set()   # (persona, placeholder) the map does not know
-        self.restored = 0
+        self.restored: set[tuple[str, str]] = set()   # (persona, quote) found in the pseudonymised source
 
     def _reverse(self, pid: str) -> tuple[dict[str, str], re.Pattern | None]:
         got = self._back.get(pid)
@@ -63,7 +63,7 @@ class Restorer:
             m = re.search(r"\s+".join(re.escape(w) for w in words), pseudo.text)
             if m is not None:
                 start, end = pseudo.original_span(m.start(), m.end())
-                self.restored += 1
+                self.restored.add((pid, quote))
                 return original[start:end]
         return self.text(pid, quote)
 
@@ -81,7 +81,7 @@ class Restorer:
         return out
 
     def counts(self) -> dict[str, int]:
-        return {"invented_placeholders": len(self.invented), "quotes_restored_from_source": self.restored}
+        return {"invented_placeholders": len(self.invented), "quotes_restored_from_source": len(self.restored)}
 
 
 __all__ = ["Restorer"]
