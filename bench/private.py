@@ -3,6 +3,7 @@ judge still judges the pseudonymised texts.
 
     python bench/private.py detect            # the tour corpus (simulate --preset paper): 4,715 candidates
     python bench/private.py judge --personas 2 # the demo corpus: the embedded judge with and without stand-ins
+    python bench/private.py quotes            # quotes from pseudonymised sources, mapped back, found in the originals
 
 `detect` times detection and mapping of the paper preset's corpus (100 sources and 4,715
 candidates; the facts too, apart), cold (no detection cache), once the recognisers are loaded
@@ -17,6 +18,11 @@ sends nothing). Per kind of stand-in: Cohen's kappa of the verdicts against the 
 against the original run's share. With --neutral, a fourth run on a neutral rewrite (the same
 texts with "The user" written "This user"): the judge's own kappa under a change that hides
 nothing, to read beside the others.
+
+`quotes`: the embedded judge gives its verdict by log-odds and quotes nothing, so the evidence
+figure needs quotes: for each of the tour corpus's candidates, the source sentence sharing most
+words with it is taken as a judge would quote it, from the pseudonymised source, mapped back and
+checked against the original source (`evidence_found`), beside the same on the original texts.
 """
 
 from __future__ import annotations
@@ -118,12 +124,46 @@ def cmd_judge(args) -> None:
     print(f"total {time.perf_counter() - t0:.0f} s for {len(cands)} candidates x {1 + len(args.styles) + bool(args.neutral)} runs")
 
 
+def _quote(source: str, text: str) -> str:
+    """What a judge quotes: the source's sentence sharing the most words with the assertion."""
+    import re
+
+    words = set(re.findall(r"\w+", text.lower()))
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+", source) if x.strip()]
+    return max(sentences, key=lambda x: len(words & set(re.findall(r"\w+", x.lower()))))
+
+
+def cmd_quotes(args) -> None:
+    from memjudge.judges.rubrics import evidence_found
+    from memjudge.privacy import PrivacySettings, protect
+    from memjudge.simulation import simulate
+
+    corpus = simulate(preset="paper", seed=0)
+    cands, srcs = corpus.candidates, corpus.sources
+    source_of = dict(zip(srcs["persona_id"], srcs["source"]))
+    base = [bool(evidence_found(_quote(source_of[p], t), source_of[p])) for p, t in zip(cands["persona_id"], cands["text"])]
+    print(f"tour corpus, {len(cands):,} candidates; a quote is the source sentence sharing most words with the assertion; "
+          f"original texts: {sum(base) / len(base):.4f} found; {load()}")
+    for style in args.styles:
+        p = protect(cands, srcs, None, PrivacySettings(style=style), None)
+        sent = dict(zip(p.sources["persona_id"], p.sources["source"]))
+        back = [p.restorer.evidence(pid, _quote(sent[pid], t)) for pid, t in zip(p.candidates["persona_id"], p.candidates["text"])]
+        found = [bool(evidence_found(q, source_of[pid])) for pid, q in zip(cands["persona_id"], back)]
+        changed = sum(q != _quote(source_of[pid], t) for pid, t, q in zip(cands["persona_id"], cands["text"], back))
+        print(f"{style}: quotes taken from the pseudonymised sources and mapped back: {sum(found) / len(found):.4f} found in the "
+              f"original source ({sum(found) / sum(base):.2%} of the original's); {changed} of {len(found)} quotes differ from "
+              f"the quote chosen on the original texts (stand-ins change which sentence shares most words)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
     d = sub.add_parser("detect")
     d.add_argument("--style", default="placeholder", choices=["placeholder", "surrogate"])
     d.set_defaults(func=cmd_detect)
+    q = sub.add_parser("quotes")
+    q.add_argument("--styles", nargs="+", default=["placeholder", "surrogate"])
+    q.set_defaults(func=cmd_quotes)
     j = sub.add_parser("judge")
     j.add_argument("--personas", type=int, default=2)
     j.add_argument("--styles", nargs="+", default=["placeholder", "surrogate"])

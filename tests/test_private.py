@@ -422,3 +422,11 @@ def test_a_map_file_that_is_not_a_map_or_not_the_runs(tmp_path):
         PrivacyMap.load(path, "placeholder", {"p": "Bergen"})
     assert "Bergen" not in str(e.value) and "Oslo" not in str(e.value)
     assert PrivacyMap.load(path, "placeholder", {"p": "Oslo"}).personas["p"].source_sha256
+
+
+def test_a_dry_run_shows_the_first_call_as_the_judge_would_see_it(cli, tmp_path):
+    cand, src = write_inputs(tmp_path)
+    r = cli("score", cand, "--sources", src, "--judge", "gemini:gemini-2.5-flash", "--private", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "<PERSON_1>" in r.stdout and "<STREET_ADDRESS_1>" in r.stdout and not {c for c in CANARIES if c in r.stdout}
+    assert not (tmp_path / "runs").exists() and not list(tmp_path.rglob("map.json"))  # a dry run writes nothing
