@@ -16,7 +16,7 @@ pseudonymised exactly as `--private` does; `--private` itself never touches a `l
 sends nothing). Per kind of stand-in: Cohen's kappa of the verdicts against the original run's
 (sklearn), and the share of answers whose quote, mapped back, is found in the original source,
 against the original run's share. With --neutral, a fourth run on a neutral rewrite (the same
-texts with "The user" written "This user"): the judge's own kappa under a change that hides
+texts with an assertion's leading "User" written "The user"): the judge's own kappa under a change that hides
 nothing, to read beside the others.
 
 `quotes`: the embedded judge gives its verdict by log-odds and quotes nothing, so the evidence
@@ -73,7 +73,7 @@ def _score(judge, cands, srcs, out: Path, cache_dir):
 
 def _neutral(cands: pd.DataFrame) -> pd.DataFrame:
     out = cands.copy()
-    out["text"] = [t.replace("The user", "This user").replace("the user", "this user") for t in out["text"]]
+    out["text"] = [("The user " + t[5:]) if t.startswith("User ") else t.replace("The user", "This user") for t in out["text"]]
     return out
 
 
@@ -111,15 +111,19 @@ def cmd_judge(args) -> None:
         kappa = cohen_kappa_score(merged["verdict_orig"].fillna("null"), merged["verdict_priv"].fillna("null"))
         agree = (merged["verdict_orig"] == merged["verdict_priv"]).mean()
         rows.append((style, kappa, agree, found.mean(), found.mean() / base_found.mean() if base_found.mean() else float("nan")))
+        own = int((p.candidates["text"] != cands["text"]).sum())
+        touched = int(cands["persona_id"].map(dict(zip(srcs["persona_id"], p.sources["source"] != srcs["source"]))).sum())
         print(f"{style}: kappa {kappa:.3f}, agreement {agree:.3f}, evidence found {found.mean():.3f} "
               f"({rows[-1][4]:.1%} of the original's), {p.stats['entities_replaced']} replaced, invented placeholders "
-              f"{p.restorer.counts()['invented_placeholders']}; {time.perf_counter() - t:.0f} s; {load()}")
+              f"{p.restorer.counts()['invented_placeholders']}; {own} assertions changed themselves, {touched} judged against "
+              f"a changed source; {time.perf_counter() - t:.0f} s; {load()}")
     if args.neutral:
         t = time.perf_counter()
         labels = _score(judge, _neutral(cands), srcs, out / "neutral", cache_dir)
         merged = base[["assertion_id", "verdict"]].merge(labels[["assertion_id", "verdict"]], on="assertion_id", suffixes=("_o", "_n"))
         kappa = cohen_kappa_score(merged["verdict_o"].fillna("null"), merged["verdict_n"].fillna("null"))
-        print(f"neutral rewrite (The user -> This user): kappa {kappa:.3f} against the original; "
+        changed = int((_neutral(cands)["text"] != cands["text"]).sum())
+        print(f"neutral rewrite ('User ...' -> 'The user ...', {changed} of {len(cands)} assertions changed): kappa {kappa:.3f} against the original; "
               f"{time.perf_counter() - t:.0f} s; {load()}")
     print(f"total {time.perf_counter() - t0:.0f} s for {len(cands)} candidates x {1 + len(args.styles) + bool(args.neutral)} runs")
 
