@@ -1530,6 +1530,7 @@ class FakeServer:
         self.slot_latency_s = 0.0  # compute time inside the slot (compat "llama-cpp-python")
         self.routes: list[Route] = list(ROUTES)
         self.requests: list[RecordedRequest] = []
+        self.received: list[bytes] = []  # each request as it arrived: request line, headers, body
         self.counters: Counter[str] = Counter()
         self.batches = BatchStore()  # files and batch jobs (see "Batches" above)
         self._script: list[_Script] = []
@@ -1601,6 +1602,7 @@ class FakeServer:
         with self._lock:
             self._script.clear()
             self.requests.clear()
+            self.received.clear()
             self.counters.clear()
 
     def add_route(self, method: str, pattern: str, name: str, provider: str | None, handler: Handler) -> None:
@@ -1649,6 +1651,8 @@ class FakeServer:
         arrived = time.monotonic()
         split = urlsplit(h.path)
         body = h._read_body()
+        with self._lock:  # every byte that arrived, discovery and unrouted requests too (tests/test_private.py)
+            self.received.append(h.raw_requestline + str(h.headers).encode("latin-1", "replace") + body)
         if split.path.startswith("/_fake/"):
             h.send_reply(self._control(h.command, split.path, body))
             return

@@ -46,6 +46,7 @@ LAYERS = [
     "_util",
     "gate",
     "formats",
+    "privacy",
     "simulation",
     "judges",
     "scoring",

@@ -32,6 +32,7 @@ __all__ = [
 
 
 def cmd_score(args) -> int:
+    from memjudge.cli.private import private_overrides
     from memjudge.formats import dumps
     from memjudge.judges.panel import judge_config
     from memjudge.scoring.engine import RunOptions, score_run
@@ -41,6 +42,7 @@ def cmd_score(args) -> int:
         args.judge, args.judges_file, base_url=args.base_url, concurrency=args.concurrency, rpm=args.rpm,
         tpm=args.tpm, temperature=args.temperature, seed=args.seed, max_output_tokens=args.max_output_tokens,
         thinking_budget=args.thinking_budget, response_format=args.response_format, logprobs=args.logprobs,
+        **private_overrides(args),
     )
     result = score_run(
         args.candidates, args.sources, judge, rubric=args.rubric, facts=args.facts, replicates=args.replicates,

@@ -30,6 +30,7 @@ from memjudge.cli.commands import (
 )
 from memjudge.cli.diff import add_diff_parser
 from memjudge.cli.inputs import add_map
+from memjudge.cli.private import add_privacy_check_parser, add_private_flags
 from memjudge.errors import UsageError
 
 __all__ = ["build_parser"]
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity(s)
     s.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     add_map(s, "candidates")
+    add_private_flags(s)  # --private (memjudge.cli.private)
     s.set_defaults(func=cmd_score)
 
     # --- cache -------------------------------------------------------------------------
@@ -354,4 +356,5 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_diff_parser(sub, _positive_int, _replicate_choice)
     add_cascade_parser(sub, _positive_int)
+    add_privacy_check_parser(sub)  # memjudge privacy-check (memjudge.cli.private)
     return p

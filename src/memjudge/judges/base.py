@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from memjudge._util import jsontext
 
@@ -92,7 +92,24 @@ class JudgeConfig(BaseModel):
     server_slots: int | None = Field(default=None, ge=1)
     """Requests a server computes at once (its slots); None: ask the server (llama.cpp) or no
     limit. Time spent waiting for a slot is not part of `timeout_s`."""
+    private: bool = False
+    """Pseudonymise sources, candidates and facts before they are sent to this judge (spec §16;
+    a judge that sends nothing, `local:` and `sim:`, is unaffected): the `[private]` extra."""
+    private_entities: list[str] | None = None
+    """The entity types replaced (None: memjudge.privacy.DEFAULT_ENTITIES); an unknown one is an error."""
+    private_style: Literal["placeholder", "surrogate"] | None = None
+    """Typed placeholders (`<PERSON_1>`) or realistic surrogates; None: the default (docs/private.md)."""
+    private_patterns_only: bool = False
+    """Run `private` without an NER model: e-mails, phones, IBANs, cards, addresses ... are
+    replaced, names, places and organisations pass in the clear."""
     _judges_file: str | None = PrivateAttr(None)
+
+    @field_validator("private_entities")
+    @classmethod
+    def _known_entities(cls, value: list[str] | None) -> list[str] | None:
+        from memjudge.privacy.entities import check_entities
+
+        return None if value is None else check_entities(value)
 
     @property
     def judges_file(self) -> str | None:
@@ -473,6 +490,14 @@ class Judge(ABC):
     @property
     def model(self) -> str:
         return self.config.model
+
+    @property
+    def sends_text(self) -> bool:
+        """True when a prompt leaves this process for a server: every judge reached over a
+        network, a base URL on loopback included (a proxy there may forward it). `--private`
+        pseudonymises what such a judge is sent; a judge that computes its answers in this
+        process (`local:`, `sim:`) sends nothing. A provider inherits it from `network`."""
+        return bool(self.network)
 
     @property
     def endpoint(self) -> str | None:

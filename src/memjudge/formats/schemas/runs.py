@@ -178,6 +178,10 @@ class ConfigJson(Strict):
     cache_dir: str | None
     use_cache: bool
     python: str
+    privacy: dict[str, Json] | None = described(
+        "--private (spec §16): null without it; else `applied` (false for a judge that sends nothing, with `why`), "
+        "`style`, `recognisers` (Presidio and spaCy versions, the NER model's package and version or null, the entity "
+        "types, the recognisers that ran), `map_file`, `entities_replaced` by type. Never an original text.")
 
 
 class SimulateJson(Strict):
