@@ -80,9 +80,13 @@ def reference_ppi(cand, lab, gold, res):
         Yh = (labd["verdict"] == "supported").to_numpy(float)
         Yu = (unl["verdict"] == "supported").to_numpy(float)
         wl = None if w is None else w.reindex(labd["assertion_id"]).to_numpy()
-        wul = None if wu is None else wu.reindex(unl["assertion_id"]).to_numpy()
-        est = (ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None, w=wl, w_unlabeled=wul) if len(unl)
-               else np.average(Y, weights=wl))
+        if w is None:
+            est = ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None) if len(unl) else np.average(Y)
+        else:
+            # a sample design: the judge's mean over every retained item, gold weighted 1/π (the
+            # inverse-probability-weighted PPI), at the λ the comparison tuned
+            lam = res.to_json()["gold"]["folds_detail"][_i]["lambda"]
+            est = ppi_py.ppi_mean_pointestimate(Y, Yh, (sub["verdict"] == "supported").to_numpy(float), lam=lam, w=wl)
         out.append((judge_faith, float(np.squeeze(est)), len(labd)))
     return out
 
