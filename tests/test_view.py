@@ -436,7 +436,7 @@ def test_panel_labels_and_policies_through_the_python_api(runs, tmp_path):
     data = Index(views).index(with_sources=True)
     want = _expected(runs)
     assert data["columns"][0]["flip"].count("1") == want["paper_flips"]
-    assert data["columns"][0]["score"] is None  # sim judges give no judge_score: nothing to send
+    assert data["columns"][0]["score"] is not None  # sim judges' declared confidence (judge_score) is sent
     assert data["policies"][-1]["key"] == "paper/policy" and data["policies"][-1]["keeps"].count("1") == want["keeps"]
     panel_rows = read_labels(panel)
     r0 = panel_rows[panel_rows["replicate"] == 0].set_index("assertion_id")["verdict"]

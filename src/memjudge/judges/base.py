@@ -57,6 +57,8 @@ class JudgeConfig(BaseModel):
     """USD per million input tokens, for the cost figures (None: cost unknown)."""
     price_output_per_mtok: float | None = None
     """USD per million output tokens."""
+    price_per_call: float | None = Field(default=None, ge=0)
+    """USD per request, beside or instead of the token prices (a flat-rate service, a simulated judge)."""
     batch_discount: float = 0.5
     """The provider's batch price as a fraction of its online price."""
     max_attempts: int = Field(default=8, ge=1)

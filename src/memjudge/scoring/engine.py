@@ -302,7 +302,7 @@ def _dry_run(judge: Judge, rub: Rubric, plan, pending, s: RunSettings, out_dir: 
     tasks = plan.tasks
     est_in = sum(estimate_tokens(t.call.prompt.system + "\n" + t.call.prompt.user) for t in pending)
     est_out = len(pending) * rub.expected_output_tokens
-    est_cost = price_usd(judge.config, {"input_tokens": est_in, "output_tokens": est_out})
+    est_cost = price_usd(judge.config, {"input_tokens": est_in, "output_tokens": est_out}, len(pending))
     if s.batch is not None and est_cost is not None:
         est_cost *= judge.config.batch_discount
     rows = len(plan.slots) if rub.kind == "support" else sum(len(slot[3] or [None]) for slot in plan.slots)
@@ -396,7 +396,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             requested=len(pending), requests=tally.requests, reasks=tally.reasks, retries=tally.retries,
             cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
             errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
-            tokens=dict(tally.tokens), cost_usd=job_cost_usd(judge.config, tally.tokens, tally.batch_tokens), seconds=0.0,
+            tokens=dict(tally.tokens), cost_usd=job_cost_usd(judge.config, tally.tokens, tally.batch_tokens, tally.requests, tally.batch_requests), seconds=0.0,
             out_dir=str(out_dir) if s.write else None, cache_dir=str(cache.directory) if cache is not None else None, batch=batch_report,
             judge_settings=judge.effective() or None, followups=tally.followups,
             facts_unanswered=int(coverage["covered_by"].isna().sum()) if coverage is not None else 0,

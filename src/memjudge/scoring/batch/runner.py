@@ -213,6 +213,7 @@ class Runner:
         info, adopted = await self._retry(create_once)
         self._record_submitted(j, info, adopted=adopted)
         self.tally.requests += len(keys)
+        self.tally.batch_requests += len(keys)
         self.tally.reasks += len(j["reasks"])
         self.tally.followups += sum(1 for k in keys if unanswered_facts(self.tasks[k].record))
 
