@@ -97,26 +97,28 @@ def test_clt_estimate_equals_ppi_py_on_iid_data(tmp_path, capsys, seed):
     assert grp["effective_gold_n"] == pytest.approx(float(np.ravel(eff)[0]), rel=1e-9)
 
 
-def _linearised_ipw(y, yhat, gold, w, lam):
-    """The IPW estimator and its variance computed item by item (stats/active.py's module doc):
-    z_i = λ(Ŷ_i − Ā) + ξ_i w̃_i (r_i − R), V = Σ z² / N²."""
-    N = len(yhat)
-    A = yhat.mean()
-    wg = w[gold]
-    r = y[gold] - lam * yhat[gold]
-    R = np.sum(wg * r) / np.sum(wg)
-    wt = np.zeros(N)
-    wt[gold] = wg * N / np.sum(wg)
-    rr = np.zeros(N)
-    rr[gold] = r - R
-    z = lam * (yhat - A) + wt * rr
-    return lam * A + R, np.sum(z * z) / N**2
+def _post_stratified(y, cells, gold, w):
+    """The weighted estimate post-stratified by ``cells`` and its variance, item by item
+    (stats/active.py): θ = Σ_k N_k/N · Ȳ_k (Ȳ_k the gold's weighted mean in cell k), V = Σ z²/N²
+    with z = Ȳ_k − θ on every item plus w̃(Y − Ȳ_k) on gold, w̃ = w·N_k/Σ_k w."""
+    N = len(y)
+    means = {k: np.sum(w[(cells == k) & gold] * y[(cells == k) & gold]) / np.sum(w[(cells == k) & gold])
+             for k in np.unique(cells)}
+    theta = sum((cells == k).sum() / N * m for k, m in means.items())
+    z = np.zeros(N)
+    for k, m in means.items():
+        a = cells == k
+        g = a & gold
+        z[a] += m - theta
+        z[g] += a.sum() / np.sum(w[g]) * w[g] * (y[g] - m)
+    return theta, np.sum(z * z) / N**2
 
 
 def test_weighted_estimate_is_ipw_ppi(tmp_path):
-    """A stratified sample: the judge's mean over every item plus the gold items' rectifier weighted
-    by 1/inclusion_prob, equal to ppi_py's point estimate with every item as the unlabelled set;
-    the CLT interval is the paper's (linearised) variance, λ its minimiser."""
+    """A stratified sample: the weighted estimate post-stratified by category × verdict (here the
+    stratified mean), equal to ppi_py's point estimate with every item as the unlabelled set at
+    λ = 1; the CLT interval is the linearised variance computed item by item; gold only is the
+    weighted mean of the gold labels."""
     lab, _, truth, judge, _ = _world(7, n_items=2000, acc=0.85, cats=("a", "b", "c"))
     lp = tmp_path / "labels.jsonl"
     lab.to_json(lp, orient="records", lines=True)
@@ -135,16 +137,15 @@ def test_weighted_estimate_is_ipw_ppi(tmp_path):
     w = np.ones(len(ids))
     w[in_s] = 1.0 / pi.loc[ids[in_s]].to_numpy()
     Y, Yh = truth.astype(float), judge.astype(float)
-    lam = grp["ppi_lambda"]
-    point = ppi_py.ppi_mean_pointestimate(Y[in_s], Yh[in_s], Yh, lam=lam, w=w[in_s])
+    assert grp["ppi_lambda"] == 1.0
+    point = ppi_py.ppi_mean_pointestimate(Y[in_s], Yh[in_s], Yh, lam=1.0, w=w[in_s])
     assert grp["ppi"]["value"] == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
-    theta, var = _linearised_ipw(Y, Yh, in_s, w, lam)
+    cells = pd.Series(lab["category"]).astype("category").cat.codes.to_numpy() * 2 + judge.astype(int)
+    theta, var = _post_stratified(Y, cells, in_s, w)
     assert grp["ppi"]["value"] == pytest.approx(theta, abs=1e-9)
     assert grp["ppi"]["hi"] - grp["ppi"]["lo"] == pytest.approx(2 * 1.959963984540054 * np.sqrt(var), rel=1e-9)
-    # λ minimises the variance: no value on a fine grid does better
-    assert var <= min(_linearised_ipw(Y, Yh, in_s, w, g)[1] for g in np.linspace(0, 1, 201)) + 1e-15
     assert grp["gold_only"]["value"] == pytest.approx(np.sum(w[in_s] * Y[in_s]) / np.sum(w[in_s]), abs=1e-9)
-    # strata by verdict: the judge's verdict is constant in each, so PPI is the stratified mean of the gold
+    # strata by verdict: PPI is the stratified mean of the gold
     key = lab["category"] + "|" + lab["verdict"]
     by_h = pd.DataFrame({"h": key, "y": Y, "s": in_s})
     strat = sum(len(g) / len(by_h) * g.loc[g["s"], "y"].mean() for _, g in by_h.groupby("h"))

@@ -46,7 +46,7 @@ _LAZY = {
     "agreement": "memjudge.stats.agreement:agreement",
     "calibrate": "memjudge.stats.thresholds:calibrate",
     "panel": "memjudge.stats.panel:panel",
-    "sample": "memjudge.stats.sampling:sample",
+    "sample": "memjudge.stats.active_sampling:sample",
     "estimate": "memjudge.stats.estimate:estimate",
     "coverage_agreement": "memjudge.stats.coverage:coverage_agreement",
     # policies and their comparison

@@ -163,12 +163,18 @@ def ppi_faithfulness(retained: np.ndarray, prep, gj: GoldJoin) -> tuple[float, f
     if n_l == 0:
         return float("nan"), float("nan"), 0, n_u
     if gj.weighted:
-        # a sample design: the judge's mean over every retained item, the gold weighted 1/π
-        from memjudge.stats.active import ipw_features, ipw_from_sums
+        # a sample design: as `memjudge estimate` weighs it over all items (stats.active: post-
+        # stratified by category × verdict where each cell holds gold, else by verdict, else pooled)
+        from memjudge.stats.active import cell_sums, ipw_features, ipw_from_sums
 
-        S = ipw_features(np.nan_to_num(gj.y[retained]), prep.sup[retained].astype(float), gj.has_gold[retained],
-                         gj.w_gold[retained]).sum(axis=0)
-        t, la, _ = ipw_from_sums(S)
+        yr, sr = np.nan_to_num(gj.y[retained]), prep.sup[retained].astype(float)
+        gr, wr = gj.has_gold[retained], gj.w_gold[retained]
+        S = ipw_features(yr, sr, gr, wr).sum(axis=0)
+        zero = np.zeros(int(retained.sum()), np.int64)
+        Cv = cell_sums(zero, sr.astype(np.int64), yr, sr, gr, wr, 1, 2)[0]
+        cells = prep.cat[retained].astype(np.int64) * 2 + sr.astype(np.int64)
+        Cc = cell_sums(zero, cells, yr, sr, gr, wr, 1, 2 * len(prep.categories))[0]
+        t, la, _ = ipw_from_sums(S, None, Cc, Cv)
         est, lam = float(t), float(la)
     else:
         # every retained item labelled (n_u = 0): stats.ppi returns the gold-only mean with λ = 0

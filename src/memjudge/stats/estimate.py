@@ -251,6 +251,26 @@ class EstimateResult:
 # ---------------------------------------------------------------------------------------
 # the estimate
 
+def _active_predictor(lab, judge, replicate, sample, items, y, sup, valid, gold_mask, w_gold):
+    """The judge's calibrated P(supported) per item for an active sample: its confidence (the
+    sample's ``signal``) through P(wrong | verdict, |score|) fitted on the gold, weighted 1/π
+    (stats.active.error_model), as the sample was drawn. (None, note) when it cannot be made."""
+    from memjudge.stats.active import error_model, predictor
+    from memjudge.stats.verdicts import confidence_signal
+
+    signal = str(sample["signal"].iloc[0]) if "signal" in sample.columns and sample["signal"].notna().any() else None
+    try:
+        s, signal = confidence_signal(lab, judge, replicate, signal)
+    except UsageError:
+        return None, "the judge has no confidence signal here: the PPI prediction is its verdict"
+    score = s.reindex(items["assertion_id"]).to_numpy(float)
+    fit = gold_mask & valid & np.isfinite(score)
+    if fit.sum() < 2:
+        return None, "fewer than 2 gold items with a judge score: the PPI prediction is the judge's verdict"
+    coef = error_model(score[fit], sup[fit], (y[fit] != sup[fit]).astype(float), w_gold[fit])
+    return predictor(coef, score, sup, valid), None
+
+
 def _labels_frame(labels):
     from memjudge.formats import read_labels
 
@@ -349,6 +369,16 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
     # (stats/active.py): the judge's mean over every item, the gold items weighted by 1/π; equal
     # weights are a simple random sample, where PPI++ is ppi_py's own.
     weighted = w_gold is not None and (design == ACTIVE or np.ptp(w_gold[gold_mask]) > 1e-12)
+    # Post-strata of the weighted estimate: category × the judge's verdict overall (the verdict
+    # inside a category); an active sample also predicts with the judge's calibrated confidence.
+    cells = (pd.Series(items["category"]).astype("category").cat.codes.to_numpy().astype(np.int64) * 2
+             + yhat.astype(np.int64))
+    f = None
+    predictor_note = None
+    if weighted and design == ACTIVE:
+        f, predictor_note = _active_predictor(lab, judge, replicate, sample, items, y, sup, valid, gold_mask, w_gold)
+        if predictor_note:
+            notes.append(predictor_note)
 
     personas = np.array(sorted(items["persona_id"].unique()), dtype=object)
     pcode = np.searchsorted(personas, items["persona_id"].to_numpy(dtype=object)).astype(np.int64)
@@ -365,7 +395,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
         if weighted:
             assert w_gold is not None
             r = ipw_three_estimates(pcode[m], y[m], yhat[m], gold_mask[m], valid[m], sup[m], w_gold[m],
-                                    n_personas=len(personas), interval=interval, W=W, B=B, seed=seed, level=level)
+                                    n_personas=len(personas), interval=interval, W=W, B=B, seed=seed, level=level,
+                                    cells=cells[m] if name == "all" else None, f=None if f is None else f[m])
             gm_ = gold_mask[m]
             r["sums"] = (labelled_features(y[m][gm_], yhat[m][gm_], w_gold[m][gm_]).sum(axis=0),
                          unlabelled_features(yhat[m][~gm_]).sum(axis=0))
