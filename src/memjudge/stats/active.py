@@ -17,8 +17,19 @@ paper's i.i.d. variance for items drawn independently (a Poisson design); it ign
 persona clustering, which the persona-cluster bootstrap keeps. V is a quadratic in λ, so the
 power-tuned λ (the paper's: the λ of least estimated variance) is its vertex, clipped to [0, 1].
 
-Every quantity is a function of the per-item feature sums ``FEATURES``, so per-persona sums times
-a bootstrap weight matrix give B resamples at once, λ re-tuned in each (as stats/ppi.py does).
+Post-stratified (what ``ipw_three_estimates`` reports as PPI): with cells k nested in the judge's
+verdict (the verdict itself, or category × verdict) and a prediction f (the verdict, or the judge's
+calibrated P(supported), ``predictor``), θ = Σ_k (N_k/N)·(mean of f over the cell's items + R_k),
+R_k the gold's weighted (Hájek) mean of Y − f in cell k. The cell counts N_k are known (the verdict
+is known for every item), so the random share of gold in each verdict class, which a Poisson draw
+adds, costs nothing; with f the verdict θ is Σ_k (N_k/N)·Ȳ_k, the stratified mean, and λ plays no
+part (reported as 1). V = Σ z²/N² with z = f + R_k − θ on every item plus w̃(r − R_k) on gold,
+w̃ = w·N_k/Σ_k w. A cell with items but no gold falls back to the verdict's cells, then to the
+pooled θ(λ) above.
+
+Every quantity is a function of the per-item feature sums ``FEATURES`` and the per-cell sums
+``CELL_FEATURES``, so per-persona sums times a bootstrap weight matrix give B resamples at once,
+λ re-tuned in each (as stats/ppi.py does).
 
 Design: ``active_probabilities`` scales an uncertainty u_i ≥ 0 to π_i = clip(c·u_i, p_min, 1)
 with Σ π = n (the optimum for V is π ∝ sqrt(E[(Y − Ŷ)² | x]), the square root of the chance that
