@@ -50,7 +50,7 @@ _LAZY = {
     "write_threshold": "memjudge.judges.panel:write_threshold",
     "run_cascade": "memjudge.cascade:run_cascade",
     "panel": "memjudge.stats.panel:panel",
-    "sample": "memjudge.stats.sampling:sample",
+    "sample": "memjudge.stats.active_sampling:sample",
     "estimate": "memjudge.stats.estimate:estimate",
     "coverage_agreement": "memjudge.stats.coverage:coverage_agreement",
     # policies and their comparison

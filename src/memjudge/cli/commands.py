@@ -422,13 +422,14 @@ def cmd_sample(args) -> int:
     from pathlib import Path
 
     from memjudge.formats import dumps, frame_records, write_atomic, write_jsonl
-    from memjudge.stats.sampling import sample
+    from memjudge.stats.active_sampling import sample
 
     out = Path(args.out)
     if out.suffix not in (".jsonl", ".csv"):
         raise UsageError(f"--out must end in .jsonl or .csv, got {args.out!r}")
     rows = sample(args.candidates, args.n, labels=args.labels, strategy=args.strategy, by=args.by, seed=args.seed,
-                  sources=args.sources, top_up=args.top_up, judge=args.judge, replicate=args.replicate)
+                  sources=args.sources, top_up=args.top_up, judge=args.judge, replicate=args.replicate,
+                  uncertainty=args.uncertainty, mix=args.mix, min_prob=args.min_prob, gold=args.gold)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".csv":
         write_atomic(out, rows.to_csv(index=False))  # to_csv(out) would follow a link planted there
@@ -437,11 +438,18 @@ def cmd_sample(args) -> int:
     info = {"out": str(out), "rows": len(rows), "new_rows": len(rows) - rows.attrs["existing"],
             "population": rows.attrs["population"], "strategy": args.strategy, "judge": rows.attrs["judge"],
             "seed": args.seed, "strata": rows.attrs["strata"]}
+    if "design" in rows.attrs:  # --strategy active
+        info["design"] = rows.attrs["design"]
     if args.json:
         print(dumps(info, indent=2))
         return 0
     print(f"{info['rows']} rows ({info['new_rows']} new) of {info['population']} candidates → {out} "
           f"({args.strategy}, seed {args.seed})")
+    if "design" in info:
+        d = info["design"]
+        print(f"  signal {d['signal']}; uncertainty {d['uncertainty']}")
+        print(f"  mixed with uniform: W = {d['mix_w']:g} ({d['mix_w_chosen']}); floor {d['min_prob']:.4g}; "
+              f"expected {d['expected_new']:.1f} new rows; {d['items_at_prob_1']} rows at inclusion_prob 1")
     if len(info["strata"]) > 1:
         for k, v in info["strata"].items():
             print(f"  {k}: {v['sampled']} of {v['size']}")

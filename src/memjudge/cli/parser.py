@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--labels", nargs="+", help="a judge's labels: Neyman allocation, strata by its verdict")
     sa.add_argument("--judge", help="the judge in --labels (when they hold several)")
     sa.add_argument("--replicate", type=_replicate_choice, default=0, help="with --labels: the replicate index (default 0) or 'majority'")
-    sa.add_argument("--strategy", choices=["uniform", "stratified"], default="uniform", help="uniform (a simple random sample, default) or stratified (Neyman allocation with --labels)")
+    sa.add_argument("--strategy", choices=["uniform", "stratified", "active"], default="uniform", help="uniform (a simple random sample, default), stratified (Neyman allocation with --labels) or active (where the judge is unsure; --labels)")
     sa.add_argument("--by", help="stratum fields: category, verdict or category,verdict (stratified only)")
     sa.add_argument("--seed", type=int, default=0, help="seed (default 0): same seed, same sample")
     sa.add_argument("--sources", help="copy each persona's source text into the rows (else a source_ref pointer)")
@@ -333,6 +333,17 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--out", required=True, help="the sample file to write (.jsonl or .csv)")
     sa.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_map(sa, "candidates")
+    # --strategy active (issue 50): how the judge's uncertainty is read and mixed with uniform
+    sa.add_argument("--uncertainty", choices=["log-odds", "replicates", "panel"],
+                    help="active: the judge's confidence signal (default: log-odds when it has judge_score, panel for a "
+                         "panel: judge, else replicates)")
+    sa.add_argument("--mix", default="auto", metavar="auto|W",
+                    help="active: weight W of uniform sampling in the mix (0 pure active, 1 uniform); auto (default) "
+                         "chooses it on --gold, 0.5 without")
+    sa.add_argument("--min-prob", type=float, metavar="P",
+                    help="active: no item below this inclusion probability before mixing (default 0.1 x n/N)")
+    sa.add_argument("--gold", help="active: hand labels in hand (e.g. a labelled first batch, with --top-up) that "
+                                   "calibrate the judge's confidence against its real errors and choose W")
     sa.set_defaults(func=cmd_sample)
 
     # --- estimate ----------------------------------------------------------------------

@@ -63,9 +63,16 @@ class SampleRow(Open):
     persona_id: str
     category: str
     text: str
-    stratum: str = described("the item's stratum (names the judge's verdict: hide it from annotators)")
-    strata_by: str = described("what the strata are made of: '', 'category' or 'category,verdict'")
-    inclusion_prob: float
+    stratum: str = described("the item's stratum (names the judge's verdict: hide it from annotators); "
+                             "'active' in an active sample")
+    strata_by: str = described("what the strata are made of: '', 'category' or 'category,verdict'; 'active' "
+                               "for --strategy active (per-item probabilities, no strata)")
+    inclusion_prob: float = described("the probability that this item is in the sample, in (0, 1]; for a "
+                                      "top-up, the union's (active: π1 + (1 − π1)·π)")
+    signal: str | None = described("--strategy active: the judge's confidence signal the probabilities grew "
+                                   "from (log-odds, replicates or panel)", default=None)
+    mix_w: float | None = described("--strategy active: the weight W of uniform sampling in the mix "
+                                    "(0 pure active, 1 uniform)", default=None)
     source: str | None = described("with --sources", default=None)
     source_ref: str | None = described("without --sources: where the source is", default=None)
 
