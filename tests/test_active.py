@@ -381,3 +381,22 @@ def test_pooled_lambda_minimises_the_variance():
     _, lam, v = ipw_from_sums(S)
     grid = [ipw_from_sums(S, g)[2] for g in np.linspace(0, 1, 201)]
     assert v <= min(grid) + 1e-15 and 0 <= lam <= 1
+
+
+def test_panel_posterior_as_the_signal(corpus, tmp_path, capsys):
+    """A panel's judge_score is P(supported): its logit is the signal; a score outside [0, 1] is
+    not a probability and says so."""
+    from memjudge.errors import UsageError
+    from memjudge.stats.verdicts import confidence_signal
+
+    lab = memjudge.read_labels(corpus / "run" / "labels.jsonl")
+    p = 1 / (1 + np.exp(-lab["judge_score"].to_numpy(float)))
+    panel = lab.assign(judge="panel:dawid-skene(a+b)", judge_score=p)
+    s, name = confidence_signal(panel, "panel:dawid-skene(a+b)", 0, None)
+    assert name == "panel"
+    ref = pd.Series(lab["judge_score"].to_numpy(float), index=lab["assertion_id"]).loc[s.index]
+    assert s.to_numpy() == pytest.approx(ref.to_numpy(), abs=1e-6)
+    with pytest.raises(UsageError, match="not a probability"):
+        confidence_signal(panel.assign(judge_score=p * 2), "panel:dawid-skene(a+b)", 0, "panel")
+    rows = memjudge.sample(corpus / "c" / "candidates.jsonl", 20, labels=panel, strategy="active", seed=1)
+    assert (rows["signal"] == "panel").all()
