@@ -68,7 +68,8 @@ FACTS = [
     {"persona_id": "p2", "fact_id": "f3", "text": "Oluwaseun Adebayo-Hartley lives in Washington."},
     {"persona_id": "p2", "fact_id": "f4", "text": "Priyanka Raghunathan studies in Edinburgh."},
 ]
-SPECS = {"openai": "openai:gpt-4o-mini", "gemini": "gemini:gemini-2.5-flash"}
+SPECS = {"openai": "openai:gpt-4o-mini", "gemini": "gemini:gemini-2.5-flash", "anthropic": "anthropic:claude-haiku-4-5",
+         "azure": "azure:judge-deployment"}
 
 
 def candidates() -> pd.DataFrame:
@@ -109,9 +110,12 @@ def files_text(folder: Path) -> str:
 def _fast_polls(monkeypatch):
     monkeypatch.setenv("MEMJUDGE_BATCH_POLL_S", "0.002")
     monkeypatch.setenv("MEMJUDGE_BATCH_POLL_MAX_S", "0.02")
+    # the fake server takes any key; these two judges refuse to start without one
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-test-key")
 
 
-@pytest.mark.parametrize("provider", ["openai", "gemini"])
+@pytest.mark.parametrize("provider", ["openai", "gemini", "anthropic", "azure"])
 @pytest.mark.parametrize("batch", [False, True], ids=["online", "batch"])
 def test_no_canary_reaches_the_provider_and_every_one_does_without_private(fake_server, provider, batch, tmp_path):
     # a re-ask too (the first answer is not JSON): the prompt goes out twice
@@ -430,3 +434,23 @@ def test_a_dry_run_shows_the_first_call_as_the_judge_would_see_it(cli, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "<PERSON_1>" in r.stdout and "<STREET_ADDRESS_1>" in r.stdout and not {c for c in CANARIES if c in r.stdout}
     assert not (tmp_path / "runs").exists() and not list(tmp_path.rglob("map.json"))  # a dry run writes nothing
+
+
+def test_a_private_cascade_sends_no_canary(cli, fake_server, tmp_path):
+    """`memjudge cascade --private`: every stage that reaches a network is pseudonymised (here a
+    sim: stage that sends nothing, then the fake provider on the gold and escalated items)."""
+    cand, src = tmp_path / "c.jsonl", tmp_path / "s.jsonl"
+    candidates().to_json(cand, orient="records", lines=True)
+    sources().to_json(src, orient="records", lines=True)
+    judges = tmp_path / "judges.toml"
+    judges.write_text(f'[[judge]]\nspec = "openai:gpt-4o-mini"\nbase_url = "{fake_server.openai_base_url}"\nprice_per_call = 0.01\n'
+                      'replicates = 2\n')
+    args = ["cascade", cand, "--sources", src, "--stage", "openai:gpt-4o-mini", "--judges-file", judges,
+            "--gold-sample", "6", "--target", "0.6", "--delta", "0.4", "--no-progress"]
+    r = cli(*args, "--out", tmp_path / "private", "--private", "--cache-dir", tmp_path / "c1")
+    assert r.returncode == 0, r.stderr
+    assert fake_server.count() > 0 and found(fake_server) == set()
+    fake_server.reset()
+    r = cli(*args, "--out", tmp_path / "clear", "--cache-dir", tmp_path / "c2")
+    assert r.returncode == 0, r.stderr
+    assert found(fake_server) == set(CANARIES)

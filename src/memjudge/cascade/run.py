@@ -46,25 +46,27 @@ def cascade_name(stages: list[Stage]) -> str:
 def run_cascade(candidates, sources, stages, *, gold=None, gold_sample: int | None = None, target: float = 0.95,
                 delta: float = 0.1, out: str | os.PathLike = "runs/cascade", judges_file=None, select: int | None = None,
                 seed: int = 0, cache_dir=None, progress: bool = False, batch: bool = False, dry_run: bool = False,
-                argv: dict | None = None) -> CascadeResult:
+                argv: dict | None = None, overrides: dict | None = None) -> CascadeResult:
     """Run a certified cascade (spec §14). `stages`: judge specs (looked up in `judges_file`) or
     JudgeConfigs, cheapest first. Gold: `gold`, a gold file or frame of people's labels, or
     `gold_sample=N` random candidates labelled by the last stage (the certificate is then
     agreement with that judge). `select` candidates outside the gold items (default: as many
     as the gold items) are answered by every stage to choose the thresholds' path; 0, or one
-    stage, chooses it on a third of the gold items instead."""
+    stage, chooses it on a third of the gold items instead. `overrides`: judge settings for every
+    stage (the CLI's --private flags)."""
     from memjudge import formats as io
     from memjudge.judges import JudgeConfig
+    from memjudge.judges.panel import judge_config
     from memjudge.stats.cascade import check_target
 
     check_target(target, delta)
     if (gold is None) == (gold_sample is None):
         raise UsageError("give the gold items: --gold FILE (people's labels) or --gold-sample N (the last stage's labels)")
     specs = [s.spec if isinstance(s, JudgeConfig) else s for s in stages]
-    made = make_stages(specs, judges_file)
+    made = make_stages(specs, judges_file, **(overrides or {}))
     for st, given in zip(made, stages):
         if isinstance(given, JudgeConfig):
-            st.config = given
+            st.config = judge_config(given, **(overrides or {}))
             st.check()
     out_dir = Path(out)
     cands = candidates if isinstance(candidates, pd.DataFrame) else io.read_candidates(candidates)

@@ -75,7 +75,8 @@ class Stage:
         return pd.DataFrame(rows, columns=["assertion_id", "verdict", "confidence"])
 
 
-def make_stages(specs, judges_file=None) -> list[Stage]:
+def make_stages(specs, judges_file=None, **overrides) -> list[Stage]:
+    """Each spec's settings from `judges_file`, then `overrides` (the CLI's --private flags)."""
     from memjudge.judges import make_judge
     from memjudge.judges.panel import judge_config
 
@@ -86,7 +87,7 @@ def make_stages(specs, judges_file=None) -> list[Stage]:
     stages = []
     for i, spec in enumerate(specs):
         try:
-            config = judge_config(spec, judges_file)
+            config = judge_config(spec, judges_file, **overrides)
             make_judge(config)  # an unknown provider or option fails here, before any call
         except UsageError as e:
             raise UsageError(f"stage {i + 1} ({spec}): {e}") from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from memjudge.cli.private import add_private_flags, private_overrides
+
 __all__ = ["add_cascade_parser", "cmd_cascade"]
 
 
@@ -47,6 +49,7 @@ def add_cascade_parser(sub, positive_int) -> None:
     c.add_argument("--dry-run", action="store_true", help="estimate calls and cost, against the last stage alone, without calling")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     c.add_argument("--json", action="store_true", help="print cascade.json (or the dry run's estimate) as JSON")
+    add_private_flags(c)
     c.set_defaults(func=cmd_cascade)
 
 
@@ -62,7 +65,8 @@ def cmd_cascade(args) -> int:
     res = run_cascade(args.candidates, args.sources, args.stage, gold=args.gold, gold_sample=args.gold_sample,
                       target=args.target, delta=args.delta, out=args.out, judges_file=args.judges_file, select=args.select,
                       seed=args.seed, cache_dir=args.cache_dir, progress=not args.no_progress and sys.stderr.isatty(),
-                      batch=args.batch, dry_run=args.dry_run, argv=settings)
+                      batch=args.batch, dry_run=args.dry_run, argv=settings,
+                      overrides=private_overrides(args))
     info = res.info
     if args.json:
         print(dumps(info, indent=2))
