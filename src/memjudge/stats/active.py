@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from memjudge.stats.ppi import settle
+from memjudge.stats.ppi import bootstrap_fields, clt_fields, settle
 
 FEATURES = ("one", "yh", "yh2", "g", "gw", "gwY", "gwYh", "gwYhY", "gwYh2",
             "gw2", "gw2Y", "gw2Yh", "gw2Y2", "gw2Yh2", "gw2YYh")
@@ -225,7 +225,7 @@ def ipw_three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, w, *, n_
     ``cells``: post-strata codes nested in the verdict (e.g. category × verdict), else the verdict.
     ``f``: the judge's calibrated P(supported) per item (``predictor``), else its verdict Ŷ.
     """
-    from memjudge.stats.bootstrap import cluster_sums, cluster_weights, percentile_interval
+    from memjudge.stats.bootstrap import cluster_sums, cluster_weights
 
     persona = np.asarray(persona, dtype=np.int64)
     gold = np.asarray(gold, dtype=bool)
@@ -246,15 +246,12 @@ def ipw_three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, w, *, n_
     z = _z(level)
     if interval == "clt":
         v_judge = j0 * (1 - j0) / J[0] if J[0] > 0 else np.nan
-        for name, val, var in (("judge", j0, v_judge), ("gold", float(g0), float(v_gold)), ("ppi", float(theta), float(v_ppi))):
-            se = np.sqrt(var) if np.isfinite(var) else np.nan
-            out.update({f"{name}_lo": val - z * se, f"{name}_hi": val + z * se, f"{name}_var": float(var)})
+        out.update(clt_fields((("judge", j0, v_judge), ("gold", float(g0), float(v_gold)), ("ppi", float(theta), float(v_ppi))), z))
     elif interval == "bootstrap":
         if W is None:
             W = cluster_weights(n_p, B, seed) if n_p >= 2 else None
-        if W is None:
-            for name in ("judge", "gold", "ppi"):
-                out.update({f"{name}_lo": np.nan, f"{name}_hi": np.nan, f"{name}_var": np.nan})
+        if W is None:  # one persona: nothing to resample
+            out.update(bootstrap_fields((("judge", None), ("gold", None), ("ppi", None)), level))
         else:
             Sb, Jb = W @ Fp, W @ Jp
             Cvb = np.tensordot(W, Cvp, axes=1)
@@ -263,11 +260,7 @@ def ipw_three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, w, *, n_
             gb, _, _ = ipw_from_sums(Sb, 0.0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 jb = np.where(Jb[:, 0] > 0, Jb[:, 1] / Jb[:, 0], np.nan)
-            for name, reps in (("judge", jb), ("gold", gb), ("ppi", tb)):
-                lo, hi = percentile_interval(reps, level)
-                ok = np.isfinite(reps)
-                var = float(np.var(reps[ok], ddof=1)) if ok.sum() > 1 else np.nan
-                out.update({f"{name}_lo": float(lo), f"{name}_hi": float(hi), f"{name}_var": var})
+            out.update(bootstrap_fields((("judge", jb), ("gold", gb), ("ppi", tb)), level))
             if pad and n_gold > 0:
                 # Resampling cannot show judge errors the gold sample happened not to contain
                 # (stats/ppi.py's small-count floor): each verdict class whose gold shows fewer than

@@ -234,7 +234,7 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
     Returns a dict of floats: judge/gold/ppi value, lo, hi, var; ppi lambda; n_gold;
     effective_gold_n = n_gold · var(gold-only) / var(PPI++) (NaN where undefined).
     """
-    from memjudge.stats.bootstrap import cluster_sums, cluster_weights, percentile_interval
+    from memjudge.stats.bootstrap import cluster_sums, cluster_weights
 
     persona = np.asarray(persona, dtype=np.int64)
     gold = np.asarray(gold, dtype=bool)
@@ -256,25 +256,18 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
     z = _z(level)
     if interval == "clt":
         v_judge = j0 * (1 - j0) / J[0] if J[0] > 0 else np.nan
-        for name, val, var in (("judge", j0, v_judge), ("gold", float(g0), float(v_gold)), ("ppi", float(theta), float(v_ppi))):
-            se = np.sqrt(var) if np.isfinite(var) else np.nan
-            out.update({f"{name}_lo": val - z * se, f"{name}_hi": val + z * se, f"{name}_var": float(var)})
+        out.update(clt_fields((("judge", j0, v_judge), ("gold", float(g0), float(v_gold)), ("ppi", float(theta), float(v_ppi))), z))
     elif interval == "bootstrap":
         if W is None:
             W = cluster_weights(n_p, B, seed) if n_p >= 2 else None
         if W is None:  # one persona: nothing to resample
-            for name in ("judge", "gold", "ppi"):
-                out.update({f"{name}_lo": np.nan, f"{name}_hi": np.nan, f"{name}_var": np.nan})
+            out.update(bootstrap_fields((("judge", None), ("gold", None), ("ppi", None)), level))
         else:
             Lb, Ub, Jb = W @ Lp, W @ Up, W @ Jp
             tb, _, _ = ppi_from_sums(Lb, Ub)          # λ re-tuned in every resample
             gb, _, _ = ppi_from_sums(Lb, Ub, lam=0.0)
             jb = _judge_only(Jb)
-            for name, reps in (("judge", jb), ("gold", gb), ("ppi", tb)):
-                lo, hi = percentile_interval(reps, level)
-                ok = np.isfinite(reps)
-                var = float(np.var(reps[ok], ddof=1)) if ok.sum() > 1 else np.nan
-                out.update({f"{name}_lo": float(lo), f"{name}_hi": float(hi), f"{name}_var": var})
+            out.update(bootstrap_fields((("judge", jb), ("gold", gb), ("ppi", tb)), level))
             if pad and L[0] > 0:
                 # Small-count floor. Resampling cannot show judge errors the gold sample happened
                 # not to contain: with few gold items and an accurate judge, the rectifier's
@@ -348,3 +341,31 @@ def planned_gold_n(L, U, half_width: float, measured_var: float, level: float = 
     n_need = int(ns[ok[0]])
     return {"half_width": half_width, "n_gold_needed": n_need, "n_more": n_need - int(n0), "reachable": True,
             "predicted_half_width": float(hw[ok[0]]), "design_effect": float(scale)}
+
+
+def clt_fields(estimates, z: float) -> dict[str, float]:
+    """`{name}_lo`, `_hi`, `_var` of each (name, value, variance): value ± z·sqrt(variance)
+    (NaN bounds where the variance is not finite)."""
+    out: dict[str, float] = {}
+    for name, val, var in estimates:
+        se = np.sqrt(var) if np.isfinite(var) else np.nan
+        out.update({f"{name}_lo": val - z * se, f"{name}_hi": val + z * se, f"{name}_var": float(var)})
+    return out
+
+
+def bootstrap_fields(replicates, level: float) -> dict[str, float]:
+    """`{name}_lo`, `_hi`, `_var` of each (name, bootstrap replicates): the percentile interval
+    and the replicates' variance over the finite ones; all NaN where replicates is None (one
+    persona: nothing to resample)."""
+    from memjudge.stats.bootstrap import percentile_interval
+
+    out: dict[str, float] = {}
+    for name, reps in replicates:
+        if reps is None:
+            out.update({f"{name}_lo": np.nan, f"{name}_hi": np.nan, f"{name}_var": np.nan})
+            continue
+        lo, hi = percentile_interval(reps, level)
+        ok = np.isfinite(reps)
+        var = float(np.var(reps[ok], ddof=1)) if ok.sum() > 1 else np.nan
+        out.update({f"{name}_lo": float(lo), f"{name}_hi": float(hi), f"{name}_var": var})
+    return out
