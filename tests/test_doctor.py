@@ -61,7 +61,7 @@ def test_doctor_says_when_the_build_leaves_cpu_features_unused_or_uses_missing_o
     assert report["llama_cpp"]["cpu_features_unused"] == unused
     if unused:
         note = next(p for p in report["problems"] if "does not use" in p["what"])
-        assert note["severity"] == "note" and "--no-cache-dir" in note["fix"] and "install/llama-cpp.env" in note["fix"]
+        assert note["severity"] == "note" and "--no-cache-dir" in note["fix"] and "install/llama-cpp.env" in note["fix"] and "CMAKE_ARGS=" in note["fix"]
     # a CPU without AVX2 under an AVX2 build: an error (the build was made for another machine)
     monkeypatch.setattr(D, "cpu_flags", lambda: frozenset({"sse3", "ssse3", "avx"}))
     report = D.doctor(self_test=False)

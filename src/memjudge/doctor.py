@@ -18,6 +18,7 @@ from typing import Any
 from memjudge.judges.local_runtime import (
     NAMED_FLAGS,
     PORTABLE_CMAKE_ARGS,
+    RECIPE_CMAKE_ARGS,
     REPACK_ENV,
     cpu_flags,
     cpu_model,
@@ -41,9 +42,9 @@ __all__ = ["FEATURES", "doctor", "doctor_text"]
 FEATURES = {"ssse3": "SSSE3", "avx": "AVX", "avx_vnni": "AVX_VNNI", "avx2": "AVX2", "f16c": "F16C", "fma": "FMA",
             "bmi2": "BMI2", "avx512f": "AVX512", "avx512vbmi": "AVX512_VBMI", "avx512_vnni": "AVX512_VNNI",
             "avx512_bf16": "AVX512_BF16", "amx_int8": "AMX_INT8"}
-REBUILD = ('pip install --no-cache-dir --force-reinstall --no-deps "llama-cpp-python==VERSION" after '
-           '`. install/llama-cpp.env` (the project\'s recipe; pip\'s wheel cache is keyed by the source, not by '
-           'CMAKE_ARGS, so without --no-cache-dir it reinstalls the wheel it built before)')
+REBUILD = (f'CMAKE_ARGS="{RECIPE_CMAKE_ARGS}" pip install --no-cache-dir --force-reinstall --no-deps '
+           '"llama-cpp-python==VERSION" (the recipe of install/llama-cpp.env; without --no-cache-dir pip reinstalls the '
+           'wheel it built before: its cache is keyed by the source, not by CMAKE_ARGS)')
 
 
 def doctor(*, self_test: bool = True, rerun: bool = False) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def doctor(*, self_test: bool = True, rerun: bool = False) -> dict[str, Any]:
 def _build(flags: frozenset[str], problems: list[dict[str, str]]) -> dict[str, Any]:
     if importlib.util.find_spec("llama_cpp") is None:
         problems.append({"severity": "error", "what": "llama-cpp-python is not installed",
-                         "fix": f"{INSTALL_HINT} (with `. install/llama-cpp.env` first: README)"})
+                         "fix": f"{INSTALL_HINT}, with CMAKE_ARGS=\"{RECIPE_CMAKE_ARGS}\" (install/llama-cpp.env)"})
         return {"installed": False}
     try:
         b = llama_build()
@@ -135,19 +136,23 @@ def _self_test(rerun: bool, build: dict[str, Any], problems: list[dict[str, str]
     fix = REBUILD.replace("VERSION", build["version"])
     if decision.reason == "self-test failed":
         problems.append({"severity": "error", "what": "the model crashes llama.cpp on this CPU with and without weight "
-                                                      "repacking", "fix": f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" ' + fix})
+                                                      "repacking", "fix": _portable(fix)})
     elif decision.fallback:
         problems.append({"severity": "note", "what": "llama.cpp crashed with weight repacking (extra buffer types) "
                                                      "on this CPU; the embedded judge and `memjudge llama-server` load "
                                                      "without it (correct, somewhat slower)",
-                         "fix": f"nothing to do; for full speed, a build without the crashing kernels: "
-                                f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" ' + fix})
+                         "fix": "nothing to do; or a build without the crashing kernels: " + _portable(fix)})
     elif decision.reason == "self-test inconclusive":
         t = decision.tests[-1] if decision.tests else {}
         problems.append({"severity": "warning", "what": f"the self-test did not finish ({t.get('outcome')}: "
                                                         f"{t.get('error', '')})".rstrip(": )") + ")",
                          "fix": "run `memjudge doctor --rerun` on a quieter machine"})
     return out
+
+
+def _portable(fix: str) -> str:
+    """The rebuild for a baseline x86-64 CPU (AVX2) instead of this one."""
+    return fix.replace(f'CMAKE_ARGS="{RECIPE_CMAKE_ARGS}"', f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"', 1)
 
 
 def doctor_text(report: dict[str, Any]) -> str:

@@ -42,7 +42,7 @@ from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.local_weights import cache_root, import_llama_cpp, usable_cores
 
 __all__ = [
-    "PORTABLE_CMAKE_ARGS", "REPACK_ENV", "Build", "RepackDecision", "cpu_flags", "describe", "llama_build", "new_llama",
+    "PORTABLE_CMAKE_ARGS", "RECIPE_CMAKE_ARGS", "REPACK_ENV", "Build", "RepackDecision", "cpu_flags", "describe", "llama_build", "new_llama",
     "repack_decision", "selftest", "use_repack",
 ]
 
@@ -51,9 +51,11 @@ SELFTEST_VERSION = 1
 PROBE_TOKENS = 64
 SELFTEST_TIMEOUT_S = 600.0
 REPACK_ENV = "MEMJUDGE_LLAMA_REPACK"  # auto (default) | on | off
+# The project's recipe (install/llama-cpp.env, which the README's install and .ci/run source; a
+# test keeps the two equal): llama.cpp for the CPU it is built on, without its image library.
+RECIPE_CMAKE_ARGS = "-DLLAVA_BUILD=OFF"
 # The flags of a build for any x86-64 CPU with AVX2 (Haswell, 2013, and later): what `doctor`
-# tells a user whose build crashes even without repacking. install/llama-cpp.env holds the
-# project's own recipe.
+# tells a user whose build crashes even without repacking.
 PORTABLE_CMAKE_ARGS = "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 # CPU flags worth naming (Linux /proc/cpuinfo spelling): what a llama.cpp CPU build may use.
 NAMED_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
