@@ -266,7 +266,6 @@ def packaged_model(tmp_path_factory) -> Path:
     """The packaged model's GGUF file, joined from its packages and verified (sha256) once per
     test session: 1.1 GB that each model test would otherwise join and hash again."""
     from memjudge.judges import local_weights as W
-
     from memjudge.judges.local_runtime import repack_decision
 
     if not model_installed():

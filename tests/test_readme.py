@@ -114,7 +114,6 @@ def test_the_readme_and_ci_build_llama_cpp_the_same_way():
     .ci/run, source install/llama-cpp.env before pip builds llama-cpp-python; neither sets
     CMAKE_ARGS itself; the file's flags are the ones memjudge doctor gives in its rebuild."""
     from doc_blocks import DOCS
-
     from memjudge.judges.local_runtime import RECIPE_CMAKE_ARGS
 
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
