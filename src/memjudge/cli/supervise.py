@@ -61,7 +61,23 @@ def child_setup() -> bool:
         faulthandler.enable(file=_STACK_FILE, all_threads=True)
     except (ValueError, OSError):
         pass
+    _die_with_parent()
     return True
+
+
+def _die_with_parent() -> None:
+    """A watcher killed outright (SIGKILL: a test's timeout, a session's end) must not leave its
+    command running a model: Linux's parent-death signal ends the child too."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the watcher was already gone
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def run_supervised(argv: list[str], args: Any) -> int:
