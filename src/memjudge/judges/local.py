@@ -123,7 +123,7 @@ class LocalModel:
         # n_threads_batch too: llama-cpp-python's own default for it is every core of the machine
         self.n_threads = n_threads or usable_cores()
         # loaded with llama.cpp's weight repacking only where a self-test found it runs (local_runtime)
-        self.llm, self.repack = new_llama(self.path, self.path.name, n_ctx=n_ctx, n_threads=self.n_threads,
+        self.llm, self.repack = new_llama(self.path, self.path.name, self._llama_cpp, n_ctx=n_ctx, n_threads=self.n_threads,
                                           n_threads_batch=self.n_threads, n_batch=n_batch, logits_all=False, verbose=False)
         self.n_ctx = n_ctx
         self.lock = threading.Lock()
@@ -516,7 +516,7 @@ class LocalJudge(Judge):
         opts = self.config.options
         model = load_model(path, context=context, n_ctx=int(opts.get("n_ctx", 8192)), n_threads=opts.get("n_threads"),
                            n_batch=int(opts.get("n_batch", 512)))
-        self._models[context], self._repack = model, model.repack
+        self._models[context], self._repack = model, getattr(model, "repack", None)
         return model
 
     def weights_path(self) -> Path:

@@ -305,14 +305,15 @@ def describe(decision: RepackDecision) -> dict[str, Any]:
             "self_test": decision.tests or None}
 
 
-def new_llama(model: Path, name: str, **kwargs):
+def new_llama(model: Path, name: str, llama_cpp: Any = None, **kwargs):
     """`llama_cpp.Llama(model_path=model, **kwargs)` loaded as the self-test decided, and the
-    decision."""
+    decision. `llama_cpp`: the module (default: import_llama_cpp())."""
     decision = use_repack(model, name)
-    llama_cpp = import_llama_cpp()
+    llama_cpp = llama_cpp or import_llama_cpp()
     with extra_buffer_types(decision.extra_buffer_types):
         llm = llama_cpp.Llama(model_path=str(model), **kwargs)
-    if bool(llm.model_params.use_extra_bufts) != decision.extra_buffer_types:
+    params = getattr(llm, "model_params", None)
+    if params is not None and bool(params.use_extra_bufts) != decision.extra_buffer_types:
         raise MemjudgeError(f"{name}: llama-cpp-python {llama_build().version} did not take use_extra_bufts = "
                             f"{decision.extra_buffer_types} (its Llama() builds its parameters another way)")
     return llm, decision
