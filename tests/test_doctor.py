@@ -94,3 +94,11 @@ def test_doctor_gives_the_rebuild_when_the_model_crashes_however_it_loads(model_
                 "local:qwen2.5-coder-1.5b", "--out", model_home.parent / "run", "--no-progress", env=env)
     assert s.returncode == 2 and len(s.stderr.strip().splitlines()) == 1, s.stderr
     assert "with and without weight repacking" in s.stderr and "--no-cache-dir" in s.stderr
+
+
+def test_a_watched_command_still_answers_bad_input_in_one_line(tmp_path):
+    # demo runs as a watched child (memjudge.cli.supervise): its own errors pass through unchanged
+    r = run_cli("demo", "--personas", "1", "--out", tmp_path / "demo", fresh=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == ["memjudge: the demo needs at least 2 personas (cross-validation by "
+                                             "persona), got 1"], r.stderr

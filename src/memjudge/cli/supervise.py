@@ -37,11 +37,17 @@ def supervised_command(argv: list[str]) -> Any:
     MEMJUDGE_NO_SUPERVISE=1, and for arguments that do not parse: main() reports those)."""
     if os.environ.get(SUPERVISED_ENV) is not None or os.environ.get("MEMJUDGE_NO_SUPERVISE"):
         return None
+    if not {"demo", "score", "llama-server"} & set(argv):
+        return None
+    import contextlib
+    import io
+
     from memjudge.cli.parser import parse_args
     from memjudge.errors import MemjudgeError
 
-    try:
-        args = parse_args(argv)
+    try:  # --help or --version print: main() prints them, once
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            args = parse_args(argv)
     except (MemjudgeError, SystemExit):
         return None
     if args.command == "score":
