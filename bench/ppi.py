@@ -20,7 +20,8 @@ What it rests on — simulation, not real judges:
 With `--design stratified` (or `both`, the default) the gold items are instead drawn as
 `memjudge sample --strategy stratified` draws them (category × the judge's verdict, Neyman
 allocation; `memjudge.stats.sampling.allocate`) and weighted back as `memjudge estimate` weights them
-(gold 1/π_h, others 1/(1 − π_h)).
+(gold 1/π_h, `memjudge.stats.active.ipw_three_estimates` post-stratified by category × verdict; until
+issue 50 the items without gold weighed 1/(1 − π_h), which counted a stratum sampled whole twice).
 Reusing one scored pool and resampling personas and gold sets keeps the run to a few
 minutes; drawing 150 of 1,000 personas without replacement makes the intervals very slightly
 conservative (finite-population correction ≈ 0.92 on the variance).
@@ -48,6 +49,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import memjudge  # noqa: E402
 from memjudge.judges import make_judge  # noqa: E402
+from memjudge.stats.active import ipw_three_estimates  # noqa: E402
 from memjudge.stats.bootstrap import cluster_weights  # noqa: E402
 from memjudge.stats.ppi import three_estimates  # noqa: E402
 from memjudge.stats.sampling import _stratum_sd, allocate, stratum_key  # noqa: E402
@@ -72,7 +74,8 @@ def stratified_gold(idx, categories, yhat_all, n_gold, seed):
     for k in range(len(strata)):
         gold[rng.choice(np.flatnonzero(h == k), alloc[k], replace=False)] = True
     pi = alloc[h] / sizes[h]
-    return gold, 1.0 / pi, np.where(pi < 1, 1.0 / (1.0 - np.minimum(pi, 1 - 1e-12)), 1.0)
+    cells = pd.Series(categories[idx]).astype("category").cat.codes.to_numpy().astype(np.int64) * 2 + yhat_all[idx]
+    return gold, 1.0 / pi, cells
 
 
 def main(argv=None) -> int:
@@ -133,9 +136,13 @@ def main(argv=None) -> int:
                 m = np.ones(len(idx), bool) if group == "all" else is_values[idx]
                 y, yh = truth[idx][m].astype(float), yhat_all[idx][m].astype(float)
                 args_ = (pc[m], y, yh, gold[m], np.ones(m.sum(), bool), yh.astype(bool))
-                kw = {} if w is None else {"w": w[m], "w_unlabeled": wu[m]}
-                r = three_estimates(*args_, n_personas=args.personas, interval="bootstrap", W=W, **kw)
-                c = three_estimates(*args_, n_personas=args.personas, interval="clt", **kw)
+                if w is None:
+                    r = three_estimates(*args_, n_personas=args.personas, interval="bootstrap", W=W)
+                    c = three_estimates(*args_, n_personas=args.personas, interval="clt")
+                else:
+                    kw = {"cells": wu[m] if group == "all" else None}
+                    r = ipw_three_estimates(*args_, w[m], n_personas=args.personas, interval="bootstrap", W=W, **kw)
+                    c = ipw_three_estimates(*args_, w[m], n_personas=args.personas, interval="clt", **kw)
                 t = true_rate[group]
                 for k, src, key in (("judge", r, "judge"), ("gold", r, "gold"), ("ppi", r, "ppi"), ("ppi_clt", c, "ppi")):
                     lo, hi = src[f"{key}_lo"], src[f"{key}_hi"]

@@ -729,6 +729,7 @@ class FakeBatch:
     errors: list | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
+    lines_as: str | None = None  # route prefix of its lines' requests when not the provider's (azure)
 
 
 class BatchStore:
@@ -799,6 +800,9 @@ def _run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
     """Answer the job's lines (the first `upto`, or all) through the normal handlers."""
     import random
 
+    if job.provider == "anthropic":
+        return _anthropic_run_lines(server, job, upto)
+
     out, errors = [], []
     for i, line in enumerate(job.lines):
         if job.provider == "openai":
@@ -810,7 +814,7 @@ def _run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
                 errors.append({"id": f"batch_req_{job.id}_{i}", "custom_id": key, "response": None,
                                "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})
             continue
-        req = _line_request(server, job.provider, body, str(body.get("model") or job.model).removeprefix("models/"))
+        req = _line_request(server, job.lines_as or job.provider, body, str(body.get("model") or job.model).removeprefix("models/"))
         fault = server._next_fault(req) or Fault("ok")
         req.fault = fault.kind
         with server.batches.lock:
@@ -1111,6 +1115,314 @@ ROUTES += [
 
 
 # ---------------------------------------------------------------------------------------------
+# Anthropic: the Messages API and Message Batches (issue 53), as the anthropic SDK calls them
+#
+# POST /v1/messages; POST /v1/messages/batches, GET /v1/messages/batches (newest first,
+# `after_id`), GET /v1/messages/batches/{id}, POST /v1/messages/batches/{id}/cancel,
+# GET /v1/messages/batches/{id}/results (JSONL). The answer follows `output_config.format`'s
+# schema, or a forced tool's `input_schema` (the answer is then the tool call's input). Faults:
+# "safety" is a refusal (stop_reason "refusal"), "truncated" a max_tokens stop, status faults
+# are Anthropic error bodies (429 rate_limit_error with retry-after, 529 overloaded_error).
+# Prompt caching: the prefix up to the last block marked `cache_control` (tools, system,
+# messages in that order) is cached when it is at least `anthropic_min_cache_tokens` long
+# (estimated like every token count here): the first request writes it
+# (cache_creation_input_tokens), later ones read it (cache_read_input_tokens).
+
+
+class AnthropicWire:
+    ERROR_TYPES = {
+        400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+        408: "timeout_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 503: "api_error",
+        504: "timeout_error", 529: "overloaded_error",
+    }
+
+    @staticmethod
+    def _text(content: Any) -> str:
+        if isinstance(content, str):
+            return content
+        return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type", "text") == "text")
+
+    @classmethod
+    def system(cls, body: dict) -> str | None:
+        system = body.get("system")
+        return cls._text(system) if system is not None else None
+
+    @classmethod
+    def user(cls, body: dict) -> str | None:
+        users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+        return cls._text(users[-1].get("content")) if users else None
+
+    @staticmethod
+    def forced_tool(body: dict) -> dict | None:
+        choice = body.get("tool_choice") or {}
+        if choice.get("type") != "tool":
+            return None
+        return next((t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("name") == choice.get("name")), None)
+
+    @classmethod
+    def generation(cls, body: dict) -> dict[str, Any]:
+        fmt = (body.get("output_config") or {}).get("format") or {}
+        tool = cls.forced_tool(body)
+        schema = fmt.get("schema") if fmt.get("type") == "json_schema" else (tool or {}).get("input_schema")
+        return {
+            "temperature": body.get("temperature"),
+            "seed": None,
+            "max_output_tokens": body.get("max_tokens"),
+            "thinking_budget": None,
+            "effort": (body.get("output_config") or {}).get("effort"),
+            "response_format_type": "json_schema" if fmt else ("tool" if tool else None),
+            "schema": schema,
+            "cache_marked": [b.get("text") for b in cls._blocks(body) if isinstance(b, dict) and b.get("cache_control")],
+        }
+
+    @staticmethod
+    def _blocks(body: dict) -> list:
+        out: list = list(body.get("tools") or [])
+        system = body.get("system")
+        out += system if isinstance(system, list) else ([{"type": "text", "text": system}] if system else [])
+        for m in body.get("messages") or []:
+            content = m.get("content") if isinstance(m, dict) else None
+            out += content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+        return out
+
+    @classmethod
+    def error(cls, status: int, message: str, delay_s: float | None, where: str) -> Reply:
+        body = {"type": "error", "error": {"type": cls.ERROR_TYPES.get(status, "api_error"), "message": message},
+                "request_id": "req_fake_error"}
+        return Reply(status, body, {"request-id": "req_fake_error", **(_delay_headers(delay_s, where) if delay_s is not None else {})})
+
+
+WIRES["anthropic"] = AnthropicWire
+
+
+def _anthropic_cache_usage(server: FakeServer, body: dict) -> tuple[int, int, int]:
+    """(cache write tokens, cache read tokens, tokens of the marked prefix) of a request."""
+    blocks = AnthropicWire._blocks(body)
+    last = max((i for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("cache_control")), default=-1)
+    if last < 0:
+        return 0, 0, 0
+    prefix = blocks[: last + 1]
+    text = "".join(json.dumps(b, sort_keys=True) if "input_schema" in b else str(b.get("text", "")) for b in prefix)
+    tokens = _estimate_tokens(text)
+    if tokens < getattr(server, "anthropic_min_cache_tokens", 1024):
+        return 0, 0, 0
+    key = hashlib.sha256((str(body.get("model")) + "\x00" + json.dumps(prefix, sort_keys=True)).encode()).hexdigest()
+    with server._lock:
+        cache = server.__dict__.setdefault("anthropic_prompt_cache", set())
+        hit = key in cache
+        cache.add(key)
+    return (0, tokens, tokens) if hit else (tokens, 0, tokens)
+
+
+def anthropic_messages(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    body_in = req.json if isinstance(req.json, dict) else {}
+    model = str(body_in.get("model", "unknown"))
+    if not isinstance(body_in.get("max_tokens"), int) or not body_in.get("messages"):
+        return AnthropicWire.error(400, "max_tokens: Field required" if "max_tokens" not in body_in else "messages: Field required",
+                                   None, "header")
+    if getattr(server, "anthropic_refuse_output_format", False) and "format" in (body_in.get("output_config") or {}):
+        return AnthropicWire.error(400, "output_config.format: structured outputs are not supported for this model", None, "header")
+    text = _answer_text(server, req, fault)
+    written, read, prefix_tokens = _anthropic_cache_usage(server, body_in)
+    prompt_tokens = _estimate_tokens(req.prompt_text())
+    tool = AnthropicWire.forced_tool(body_in)
+    stop = {"safety": "refusal", "prompt_blocked": "refusal", "truncated": "max_tokens"}.get(fault.kind, "end_turn")
+    content: list[dict[str, Any]] = []
+    if tool is not None and stop == "end_turn" and text:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = {"answer": text}  # a tool input is always an object: prose becomes one that misses the schema
+        content.append({"type": "tool_use", "id": f"toolu_fake{len(server.requests)}", "name": tool["name"],
+                        "input": value if isinstance(value, dict) else {"answer": value}})
+        stop = "tool_use"
+    elif text:
+        content.append({"type": "text", "text": text})
+    out = {
+        "id": f"msg_fake{len(server.requests)}", "type": "message", "role": "assistant", "model": model + server.model_suffix,
+        "content": content, "stop_reason": stop, "stop_sequence": None,
+        "usage": {"input_tokens": max(1, prompt_tokens - prefix_tokens), "output_tokens": _estimate_tokens(text) if text else 0,
+                  "cache_creation_input_tokens": written, "cache_read_input_tokens": read},
+    }
+    return Reply(200, out, {"request-id": f"req_fake{len(server.requests)}"})
+
+
+def _anthropic_batch_json(server: FakeServer, job: FakeBatch) -> dict:
+    ended = job.status in BATCH_TERMINAL
+    counts = {"processing": 0 if ended else len(job.lines), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+    if ended:
+        for item in job.output or []:
+            kind = item.get("result", {}).get("type") if isinstance(item, dict) else "succeeded"
+            counts[{"canceled": "canceled", "expired": "expired", "errored": "errored"}.get(kind, "succeeded")] += 1
+    status = "ended" if ended else ("canceling" if job.status == "cancelling" else "in_progress")
+    return {
+        "id": job.id, "type": "message_batch", "processing_status": status, "request_counts": counts,
+        "created_at": _rfc3339(job.created_at), "expires_at": _rfc3339(job.created_at + 86400),
+        "ended_at": _rfc3339(time.time()) if ended else None, "archived_at": None,
+        "cancel_initiated_at": _rfc3339(job.created_at) if job.cancel_requested else None,
+        "results_url": f"{server.url}/v1/messages/batches/{job.id}/results" if ended else None,
+    }
+
+
+def _anthropic_run_lines(server: FakeServer, job: FakeBatch, upto: int | None) -> None:
+    import random
+
+    out: list = []
+    for i, line in enumerate(job.lines):
+        key, body = line.get("custom_id"), line.get("params") or {}
+        if upto is not None and i >= upto:
+            out.append({"custom_id": key, "result": {"type": "expired" if job.status == "expired" else "canceled"}})
+            continue
+        req = _line_request(server, "anthropic", body, str(body.get("model") or job.model))
+        fault = server._next_fault(req) or Fault("ok")
+        req.fault = fault.kind
+        with server.batches.lock:
+            server.batches.lines.append(req)
+        if fault.kind == "drop":
+            continue
+        if fault.kind == "status":
+            err = AnthropicWire.error(fault.status, f"fake {fault.status} error", None, "header").body
+            out.append({"custom_id": key, "result": {"type": "errored", "error": err}})
+            continue
+        reply = anthropic_messages(server, req, fault if fault.kind != "malformed_body" else Fault("ok"))
+        item: Any = {"custom_id": key, "result": {"type": "succeeded", "message": reply.body}}
+        out.append(item if fault.kind != "malformed_body" else json.dumps(item)[: len(json.dumps(item)) // 2])
+    if job.plan.order == "shuffle":
+        random.Random(job.id).shuffle(out)
+    elif job.plan.order == "reverse":
+        out.reverse()
+    job.output, job.errors = out, []
+
+
+def anthropic_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    requests = (req.json or {}).get("requests")
+    if not isinstance(requests, list) or not requests:
+        return AnthropicWire.error(400, "requests: Field required", None, "header")
+    ids = [r.get("custom_id") for r in requests if isinstance(r, dict)]
+    if len(ids) != len(requests) or len(set(ids)) != len(ids) or not all(isinstance(x, str) and re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", x) for x in ids):
+        return AnthropicWire.error(400, "requests: custom_id must be unique and match ^[a-zA-Z0-9_-]{1,64}$", None, "header")
+    model = str((requests[0].get("params") or {}).get("model") or "")
+    job = _create_job(server, "anthropic", model, requests, None)
+    return Reply(200, _anthropic_batch_json(server, job))
+
+
+def anthropic_batch_get(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    job = _job_or_404(server, req, "anthropic")
+    if isinstance(job, Reply):
+        return job
+    with _batches(server).lock:
+        _advance(server, job)
+    return Reply(200, _anthropic_batch_json(server, job))
+
+
+def anthropic_batch_cancel(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    job = _job_or_404(server, req, "anthropic")
+    if isinstance(job, Reply):
+        return job
+    with _batches(server).lock:
+        if job.status not in BATCH_TERMINAL:
+            job.cancel_requested, job.status = True, "cancelling"
+    return Reply(200, _anthropic_batch_json(server, job))
+
+
+def anthropic_batch_list(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    jobs = sorted((j for j in _batches(server).jobs.values() if j.provider == "anthropic"), key=lambda j: j.id, reverse=True)
+    after = (req.query.get("after_id") or [None])[0]
+    limit = int((req.query.get("limit") or ["20"])[0])
+    if after is not None:
+        ids = [j.id for j in jobs]
+        jobs = jobs[ids.index(after) + 1:] if after in ids else []
+    page = jobs[:limit]
+    return Reply(200, {"data": [_anthropic_batch_json(server, j) for j in page], "has_more": len(jobs) > limit,
+                       "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None})
+
+
+def anthropic_batch_results(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    job = _job_or_404(server, req, "anthropic")
+    if isinstance(job, Reply):
+        return job
+    if job.status not in BATCH_TERMINAL:
+        return AnthropicWire.error(400, "the batch has not ended", None, "header")
+    data = "".join((x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)) + "\n" for x in job.output or [])
+    return Reply(200, data.encode(), {"content-type": "application/binary"})
+
+
+anthropic_batch_cancel.accepts_any_body = True  # type: ignore[attr-defined]
+
+ROUTES += [
+    Route("POST", re.compile(r"^/v1/messages$"), "anthropic.messages", "anthropic", anthropic_messages),
+    Route("POST", re.compile(r"^/v1/messages/batches$"), "anthropic.batches.create", "anthropic", anthropic_batch_create),
+    Route("GET", re.compile(r"^/v1/messages/batches$"), "anthropic.batches.list", "anthropic", anthropic_batch_list),
+    Route("GET", re.compile(r"^/v1/messages/batches/(?P<batch_id>[^/]+)$"), "anthropic.batches.get", "anthropic", anthropic_batch_get),
+    Route("POST", re.compile(r"^/v1/messages/batches/(?P<batch_id>[^/]+)/cancel$"), "anthropic.batches.cancel", "anthropic",
+          anthropic_batch_cancel),
+    Route("GET", re.compile(r"^/v1/messages/batches/(?P<batch_id>[^/]+)/results$"), "anthropic.batches.results", "anthropic",
+          anthropic_batch_results),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Azure OpenAI (issue 53): the deployments' chat completions path, the key in `api-key`
+
+
+def azure_chat(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    if not req.query.get("api-version"):
+        return OpenAIWire.error(404, "Resource not found (no api-version)", None, "header")
+    if not req.headers.get("api-key") and not req.headers.get("authorization", "").startswith("Bearer "):
+        return OpenAIWire.error(401, "Access denied due to invalid subscription key or wrong API endpoint.", None, "header")
+    reply = openai_chat(server, req, fault)
+    if isinstance(reply.body, dict) and reply.status == 200:
+        reply.body["model"] = req.params["deployment"] + server.model_suffix  # Azure names the model behind the deployment
+    return reply
+
+
+WIRES["azure"] = OpenAIWire  # azure batch lines are recorded as "azure.batch_line" requests
+
+
+def _azure_checked(handler: Handler) -> Handler:
+    """An OpenAI files/batches handler behind Azure's checks (api-version, a key or token)."""
+    def checked(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+        if not req.query.get("api-version"):
+            return OpenAIWire.error(404, "Resource not found (no api-version)", None, "header")
+        if not req.headers.get("api-key") and not req.headers.get("authorization", "").startswith("Bearer "):
+            return OpenAIWire.error(401, "Access denied due to invalid subscription key or wrong API endpoint.", None, "header")
+        return handler(server, req, fault)
+
+    checked.accepts_any_body = getattr(handler, "accepts_any_body", False)  # type: ignore[attr-defined]
+    return checked
+
+
+def azure_batch_create(server: FakeServer, req: RecordedRequest, fault: Fault) -> Reply:
+    """Azure's batches take endpoint "/chat/completions" (no /v1), and the lines name the deployment."""
+    body = req.json if isinstance(req.json, dict) else {}
+    if body.get("endpoint") != "/chat/completions":
+        return OpenAIWire.error(400, "Azure batches take endpoint /chat/completions", None, "header")
+    f = _batches(server).files.get(body.get("input_file_id"))
+    if f is not None and any(json.loads(x).get("url") != "/chat/completions" for x in f["data"].decode().split("\n") if x.strip()):
+        return OpenAIWire.error(400, "every line's url must be /chat/completions", None, "header")
+    import dataclasses
+
+    # the OpenAI handler checks OpenAI's endpoint name; the recorded request keeps what was sent
+    reply = openai_batch_create(server, dataclasses.replace(req, json={**body, "endpoint": "/v1/chat/completions"}), fault)
+    if reply.status == 200:
+        _batches(server).jobs[reply.body["id"]].lines_as = "azure"
+    return reply
+
+
+ROUTES += [
+    Route("POST", re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions$"), "azure.chat", "openai", azure_chat),
+    Route("POST", re.compile(r"^/openai/files$"), "azure.files.create", "openai", _azure_checked(openai_file_create)),
+    Route("GET", re.compile(r"^/openai/files/(?P<file_id>[^/]+)/content$"), "azure.files.content", "openai",
+          _azure_checked(openai_file_content)),
+    Route("POST", re.compile(r"^/openai/batches$"), "azure.batches.create", "openai", _azure_checked(azure_batch_create)),
+    Route("GET", re.compile(r"^/openai/batches$"), "azure.batches.list", "openai", _azure_checked(openai_batch_list)),
+    Route("GET", re.compile(r"^/openai/batches/(?P<batch_id>[^/]+)$"), "azure.batches.get", "openai", _azure_checked(openai_batch_get)),
+    Route("POST", re.compile(r"^/openai/batches/(?P<batch_id>[^/]+)/cancel$"), "azure.batches.cancel", "openai",
+          _azure_checked(openai_batch_cancel)),
+]
+
+
+# ---------------------------------------------------------------------------------------------
 # The server
 
 
@@ -1218,6 +1530,7 @@ class FakeServer:
         self.slot_latency_s = 0.0  # compute time inside the slot (compat "llama-cpp-python")
         self.routes: list[Route] = list(ROUTES)
         self.requests: list[RecordedRequest] = []
+        self.received: list[bytes] = []  # each request as it arrived: request line, headers, body
         self.counters: Counter[str] = Counter()
         self.batches = BatchStore()  # files and batch jobs (see "Batches" above)
         self._script: list[_Script] = []
@@ -1289,6 +1602,7 @@ class FakeServer:
         with self._lock:
             self._script.clear()
             self.requests.clear()
+            self.received.clear()
             self.counters.clear()
 
     def add_route(self, method: str, pattern: str, name: str, provider: str | None, handler: Handler) -> None:
@@ -1337,6 +1651,8 @@ class FakeServer:
         arrived = time.monotonic()
         split = urlsplit(h.path)
         body = h._read_body()
+        with self._lock:  # every byte that arrived, discovery and unrouted requests too (tests/test_private.py)
+            self.received.append(h.raw_requestline + str(h.headers).encode("latin-1", "replace") + body)
         if split.path.startswith("/_fake/"):
             h.send_reply(self._control(h.command, split.path, body))
             return

@@ -10,7 +10,7 @@ from memjudge import cli
 # What a child needs loaded, imported once by the forkserver. (Python 3.11's forkserver does
 # not get the tests folder on its path, so this module itself is imported by each child.)
 PRELOAD = ["diskcache", "pyarrow.parquet", "memjudge.cli", "memjudge.scoring.engine", "memjudge.scoring.batch.runner", "memjudge.judges.rubrics",
-           "memjudge.judges.openai", "openai"]
+           "memjudge.judges.openai", "openai", "memjudge.judges.anthropic", "anthropic"]
 
 
 def score(argv: list[str], log: str) -> None:

@@ -46,6 +46,7 @@ LAYERS = [
     "_util",
     "gate",
     "formats",
+    "privacy",
     "simulation",
     "judges",
     "scoring",
@@ -55,6 +56,7 @@ LAYERS = [
     "diff",
     "annotate",
     "importers",
+    "cascade",
     "web",
     "reporting",
     "demo",
@@ -63,6 +65,10 @@ LAYERS = [
     "memjudge",
     "__main__",
 ]
+
+# Units a unit may not import although they sit below it. Statistics are pure functions (arrays
+# in, numbers out): they read no judge and write no judges file; the CLI writes what they return.
+FORBIDDEN = {"stats": {"judges", "scoring", "simulation"}}
 
 # What any module may take from the package root: its version (the root imports nothing itself).
 ROOT_NAMES = {"__version__"}
@@ -296,6 +302,12 @@ def _run(code: str) -> str:
     return r.stdout.strip()
 
 
+def test_statistics_import_no_judge_and_no_scorer():
+    bad = [f"{_rel(m)}:{line} imports {target}" for m in MODULES.values() for target, line in m.imports
+           if _unit(target) in FORBIDDEN.get(_unit(m.name), set())]
+    assert not bad, "imports a unit may not make (FORBIDDEN):\n" + "\n".join(sorted(set(bad)))
+
+
 def test_every_public_name_resolves_and_is_listed():
     import memjudge
 
@@ -315,6 +327,8 @@ def test_every_public_name_resolves_and_is_listed():
         "coverage_agreement",  # issue #35: a judge's coverage labels against a reference map
         "Table", "import_memories",  # issue #34: any table by mapping, the memory systems' exports
         "judge_config", "RunOptions",  # issue #36: one judge settings object, score_run's run options
+        "write_threshold",  # issue #51: statistics return a threshold, this writes it into a judges file
+        "run_cascade",  # issue #51: the certified cascade
     } == set(memjudge.__all__)
     assert memjudge.Estimate(0.5, 0.4, 0.6).to_dict() == {"value": 0.5, "lo": 0.4, "hi": 0.6}
     assert issubclass(memjudge.InputError, memjudge.MemjudgeError)

@@ -113,7 +113,9 @@ def _labels_and_gold(tmp_path, judge="local:qwen2.5-coder-1.5b"):
 
 def test_calibrate_api_matches_best_threshold(tmp_path):
     lp, gp, s, y = _labels_and_gold(tmp_path)
-    cal = calibrate([lp], gp, "local:qwen2.5-coder-1.5b", panel=tmp_path / "judges.toml")
+    cal = calibrate([lp], gp, "local:qwen2.5-coder-1.5b")
+    assert not (tmp_path / "judges.toml").exists()  # statistics write nothing
+    write_threshold(tmp_path / "judges.toml", cal.judge, cal.threshold, cal.category_thresholds)
     assert (cal.threshold, cal.target_value) == pytest.approx(best_threshold(s, y), abs=1e-9)
     assert load_panel(tmp_path / "judges.toml")["local:qwen2.5-coder-1.5b"].options["threshold"] == cal.threshold
 
@@ -165,7 +167,8 @@ def _two_category_labels(tmp_path, judge="local:qwen2.5-coder-1.5b"):
 
 def test_own_category_thresholds_are_each_groups_optimum_and_the_rule_is_scored_whole(tmp_path):
     lp, gp, s, y, cat = _two_category_labels(tmp_path)
-    cal = calibrate([lp], gp, "local:qwen2.5-coder-1.5b", own=["values"], panel=tmp_path / "judges.toml")
+    cal = calibrate([lp], gp, "local:qwen2.5-coder-1.5b", own=["values"])
+    write_threshold(tmp_path / "judges.toml", cal.judge, cal.threshold, cal.category_thresholds)
     values = cat == "values"
     # Each threshold is the brute-force optimum on its own items (scikit-learn's measure).
     for mask, t in ((values, cal.category_thresholds["values"]), (~values, cal.threshold)):
@@ -183,7 +186,8 @@ def test_own_category_thresholds_are_each_groups_optimum_and_the_rule_is_scored_
     opts = load_panel(tmp_path / "judges.toml")["local:qwen2.5-coder-1.5b"].options
     assert opts == {"threshold": cal.threshold, "category_thresholds": {"values": cal.category_thresholds["values"]}}
     # A later calibration with one threshold removes the old categories' own: it decides them all.
-    calibrate([lp], gp, "local:qwen2.5-coder-1.5b", panel=tmp_path / "judges.toml")
+    one = calibrate([lp], gp, "local:qwen2.5-coder-1.5b")
+    write_threshold(tmp_path / "judges.toml", one.judge, one.threshold, one.category_thresholds)
     assert set(load_panel(tmp_path / "judges.toml")["local:qwen2.5-coder-1.5b"].options) == {"threshold"}
 
 

@@ -80,9 +80,27 @@ def reference_ppi(cand, lab, gold, res):
         Yh = (labd["verdict"] == "supported").to_numpy(float)
         Yu = (unl["verdict"] == "supported").to_numpy(float)
         wl = None if w is None else w.reindex(labd["assertion_id"]).to_numpy()
-        wul = None if wu is None else wu.reindex(unl["assertion_id"]).to_numpy()
-        est = (ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None, w=wl, w_unlabeled=wul) if len(unl)
-               else np.average(Y, weights=wl))
+        if w is None:
+            est = ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None) if len(unl) else np.average(Y)
+        else:
+            # a sample design, as estimate weighs it: post-stratified by category × verdict where
+            # every cell holds gold, else by verdict, else the judge's mean over every retained item
+            # plus the gold's weighted mean error (ppi_py with every item unlabelled) at the tuned λ
+            est = None
+            sv = (sub["verdict"] == "supported").to_numpy()
+            yg = np.where(sub["gold"].notna(), sub["gold"] == "supported", False).astype(float)
+            has = sub["gold"].notna().to_numpy()
+            wall = w.reindex(sub["assertion_id"]).fillna(1.0).to_numpy()
+            for keys in (sub["category"].to_numpy() + "|" + sv.astype(str), sv.astype(str)):
+                cells = pd.Series(keys)
+                if all(has[(cells == k).to_numpy()].any() for k in cells.unique()):
+                    est = sum((cells == k).mean() * np.average(yg[(cells == k).to_numpy() & has],
+                                                              weights=wall[(cells == k).to_numpy() & has])
+                              for k in cells.unique())
+                    break
+            if est is None:
+                lam = res.to_json()["gold"]["folds_detail"][_i]["lambda"]
+                est = ppi_py.ppi_mean_pointestimate(Y, Yh, sv.astype(float), lam=lam, w=wl)
         out.append((judge_faith, float(np.squeeze(est)), len(labd)))
     return out
 

@@ -97,8 +97,28 @@ def test_clt_estimate_equals_ppi_py_on_iid_data(tmp_path, capsys, seed):
     assert grp["effective_gold_n"] == pytest.approx(float(np.ravel(eff)[0]), rel=1e-9)
 
 
-def test_weighted_estimate_equals_ppi_py_with_weights(tmp_path):
-    """A stratified sample: gold items weigh 1/inclusion_prob, unlabelled items 1/(1 − π_h)."""
+def _post_stratified(y, cells, gold, w):
+    """The weighted estimate post-stratified by ``cells`` and its variance, item by item
+    (stats/active.py): θ = Σ_k N_k/N · Ȳ_k (Ȳ_k the gold's weighted mean in cell k), V = Σ z²/N²
+    with z = Ȳ_k − θ on every item plus w̃(Y − Ȳ_k) on gold, w̃ = w·N_k/Σ_k w."""
+    N = len(y)
+    means = {k: np.sum(w[(cells == k) & gold] * y[(cells == k) & gold]) / np.sum(w[(cells == k) & gold])
+             for k in np.unique(cells)}
+    theta = sum((cells == k).sum() / N * m for k, m in means.items())
+    z = np.zeros(N)
+    for k, m in means.items():
+        a = cells == k
+        g = a & gold
+        z[a] += m - theta
+        z[g] += a.sum() / np.sum(w[g]) * w[g] * (y[g] - m)
+    return theta, np.sum(z * z) / N**2
+
+
+def test_weighted_estimate_is_ipw_ppi(tmp_path):
+    """A stratified sample: the weighted estimate post-stratified by category × verdict (here the
+    stratified mean), equal to ppi_py's point estimate with every item as the unlabelled set at
+    λ = 1; the CLT interval is the linearised variance computed item by item; gold only is the
+    weighted mean of the gold labels."""
     lab, _, truth, judge, _ = _world(7, n_items=2000, acc=0.85, cats=("a", "b", "c"))
     lp = tmp_path / "labels.jsonl"
     lab.to_json(lp, orient="records", lines=True)
@@ -109,22 +129,117 @@ def test_weighted_estimate_equals_ppi_py_with_weights(tmp_path):
     gold = pd.DataFrame({"assertion_id": rows["assertion_id"],
                          "verdict": ["supported" if tmap[a] else "unsupported" for a in rows["assertion_id"]]})
     res = memjudge.estimate(lp, gold, sample=sp, interval="clt")
-    assert res.weighted
+    assert res.weighted and res.to_dict()["estimator"] == "ipw"
     grp = res.to_dict()["groups"][0]
     ids = lab["assertion_id"].to_numpy()
     in_s = np.isin(ids, rows["assertion_id"])
     pi = rows.set_index("assertion_id")["inclusion_prob"]
-    stratum_pi = rows.groupby("stratum")["inclusion_prob"].max()
-    key = lab["category"] + "|" + lab["verdict"]
-    w = 1.0 / pi.loc[ids[in_s]].to_numpy()
-    wu = 1.0 / (1.0 - key[~in_s].map(stratum_pi).to_numpy())
-    Y, Yh, Yu = truth[in_s].astype(float), judge[in_s].astype(float), judge[~in_s].astype(float)
-    point = ppi_py.ppi_mean_pointestimate(Y, Yh, Yu, lam=None, w=w, w_unlabeled=wu)
-    lo, hi = ppi_py.ppi_mean_ci(Y, Yh, Yu, alpha=0.05, lam=None, w=w, w_unlabeled=wu)
+    w = np.ones(len(ids))
+    w[in_s] = 1.0 / pi.loc[ids[in_s]].to_numpy()
+    Y, Yh = truth.astype(float), judge.astype(float)
+    assert grp["ppi_lambda"] == 1.0
+    point = ppi_py.ppi_mean_pointestimate(Y[in_s], Yh[in_s], Yh, lam=1.0, w=w[in_s])
     assert grp["ppi"]["value"] == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
-    assert grp["ppi"]["lo"] == pytest.approx(float(np.ravel(lo)[0]), abs=1e-9)
-    assert grp["ppi"]["hi"] == pytest.approx(float(np.ravel(hi)[0]), abs=1e-9)
-    assert grp["gold_only"]["value"] == pytest.approx(np.sum(w * Y) / np.sum(w), abs=1e-9)
+    cells = pd.Series(lab["category"]).astype("category").cat.codes.to_numpy() * 2 + judge.astype(int)
+    theta, var = _post_stratified(Y, cells, in_s, w)
+    assert grp["ppi"]["value"] == pytest.approx(theta, abs=1e-9)
+    assert grp["ppi"]["hi"] - grp["ppi"]["lo"] == pytest.approx(2 * 1.959963984540054 * np.sqrt(var), rel=1e-9)
+    assert grp["gold_only"]["value"] == pytest.approx(np.sum(w[in_s] * Y[in_s]) / np.sum(w[in_s]), abs=1e-9)
+    # strata by verdict: PPI is the stratified mean of the gold
+    key = lab["category"] + "|" + lab["verdict"]
+    by_h = pd.DataFrame({"h": key, "y": Y, "s": in_s})
+    strat = sum(len(g) / len(by_h) * g.loc[g["s"], "y"].mean() for _, g in by_h.groupby("h"))
+    assert grp["ppi"]["value"] == pytest.approx(strat, abs=1e-9)
+
+
+def _hand_stratified(lab_verdicts, categories, y_by_id, sample_rows):
+    """Σ_h N_h/N · (mean gold in h): the stratified estimate by hand (strata category × verdict)."""
+    key = pd.Series(categories, index=lab_verdicts.index) + "|" + lab_verdicts.fillna("none")
+    s = sample_rows.set_index("assertion_id")
+    total = 0.0
+    for _, members in key.groupby(key):
+        gold_h = [y_by_id[a] for a in members.index if a in s.index and a in y_by_id]
+        total += len(members) / len(key) * np.mean(gold_h)
+    return total
+
+
+def _check_settled(groups, n_items):
+    for g in groups:
+        for k in ("judge_only", "gold_only", "ppi"):
+            e = g[k]
+            if e["value"] is None:
+                continue
+            assert 0.0 <= e["value"] <= 1.0, (g["group"], k, e)
+            assert e["lo"] <= e["value"] <= e["hi"], (g["group"], k, e)
+        if g["effective_gold_n"] is not None:
+            assert g["effective_gold_n"] <= g["n_items"] <= n_items
+
+
+def test_stratum_sampled_whole_is_counted_once(tmp_path):
+    """Issue 50's defect, as a user met it: 3 personas of the paper corpus, sim:paper, a stratified
+    sample of 40 where every `unsupported` stratum is sampled whole (inclusion_prob 1). The estimate
+    is the stratified mean by hand (it was 13/141 too high), inside [0, 1] and its own interval,
+    with an effective n no larger than the items."""
+    from memjudge.cli import main as cli
+
+    assert cli(["simulate", "--preset", "paper", "--personas", "3", "--seed", "1", "--out", str(tmp_path / "c3")]) == 0
+    (tmp_path / "paper.toml").write_text(f'[[judge]]\nspec = "sim:paper"\n[judge.options]\ntruth = "{tmp_path / "c3"}"\n')
+    assert cli(["score", str(tmp_path / "c3" / "candidates.jsonl"), "--sources", str(tmp_path / "c3" / "sources.jsonl"),
+                "--judge", "sim:paper", "--judges-file", str(tmp_path / "paper.toml"), "--out", str(tmp_path / "run"),
+                "--no-progress", "--quiet"]) == 0
+    assert cli(["sample", str(tmp_path / "c3" / "candidates.jsonl"), "--n", "40", "--labels", str(tmp_path / "run" / "labels.jsonl"),
+                "--strategy", "stratified", "--seed", "3", "--out", str(tmp_path / "s.jsonl")]) == 0
+    rows = pd.read_json(tmp_path / "s.jsonl", lines=True, dtype={"assertion_id": str})
+    assert (rows["inclusion_prob"] == 1.0).sum() == 13  # the unsupported strata, whole
+    truth = pd.read_json(tmp_path / "c3" / "labels.jsonl", lines=True, dtype={"assertion_id": str})
+    y_by_id = dict(zip(truth["assertion_id"], (truth["verdict"] == "supported").astype(float)))
+    rows.assign(verdict=truth.set_index("assertion_id").loc[rows["assertion_id"], "verdict"].to_numpy(),
+                annotator="sim")[["assertion_id", "verdict", "annotator"]].to_json(tmp_path / "g.jsonl", orient="records", lines=True)
+    lab = memjudge.read_labels(tmp_path / "run" / "labels.jsonl").set_index("assertion_id")
+    hand = _hand_stratified(lab["verdict"], lab["category"].to_numpy(), y_by_id, rows)
+    assert hand == pytest.approx(0.929, abs=5e-4)
+    for interval in ("bootstrap", "clt"):
+        res = memjudge.estimate(tmp_path / "run" / "labels.jsonl", tmp_path / "g.jsonl", sample=tmp_path / "s.jsonl",
+                                interval=interval, by="category")
+        groups = res.to_dict()["groups"]
+        assert groups[0]["ppi"]["value"] == pytest.approx(hand, abs=1e-12)
+        assert groups[0]["gold_only"]["value"] == pytest.approx(hand, abs=1e-12)
+        _check_settled(groups, 141)
+        truth_rate = float(np.mean(list(y_by_id.values())))
+        assert groups[0]["ppi"]["lo"] <= truth_rate <= groups[0]["ppi"]["hi"]
+
+
+def test_synthpai_strata_at_probability_one(tmp_path, capsys):
+    """Real data (SynthPAI, shipped sample): the LLM-only verdicts as the judge, the human-checked ones
+    as gold; a stratified sample whose small strata are taken whole. The estimate is the stratified
+    mean by hand, every figure inside [0, 1] and its interval."""
+    code, _, err = _run(capsys, "import", "synthpai", TEST_DATA / "synthpai_sample", "--out", tmp_path / "sp")
+    assert code == 0, err
+    lab = memjudge.read_labels(tmp_path / "sp" / "labels.jsonl")
+    llm = lab[lab["judge"] == "synthpai:llm-only"]
+    human = lab[lab["judge"] == "synthpai:human-checked"].set_index("assertion_id")["verdict"]
+    cand = pd.read_json(tmp_path / "sp" / "candidates.jsonl", lines=True, dtype={"assertion_id": str})
+    cand = cand[cand["assertion_id"].isin(llm["assertion_id"])]  # the items the LLM judge labelled
+    cand.to_json(tmp_path / "cand.jsonl", orient="records", lines=True)
+    code, _, err = _run(capsys, "sample", tmp_path / "cand.jsonl", "--n", "60", "--labels",
+                        tmp_path / "sp" / "labels.jsonl", "--judge", "synthpai:llm-only", "--strategy", "stratified",
+                        "--seed", "2", "--out", tmp_path / "s.jsonl")
+    assert code == 0, err
+    rows = pd.read_json(tmp_path / "s.jsonl", lines=True, dtype={"assertion_id": str})
+    assert (rows["inclusion_prob"] == 1.0).any() and (rows["inclusion_prob"] < 1.0).any()
+    gold = rows[["assertion_id"]].assign(verdict=human.loc[rows["assertion_id"]].to_numpy())
+    gold.to_csv(tmp_path / "gold.csv", index=False)
+    y_by_id = dict(zip(human.index, (human == "supported").astype(float)))
+    v = llm.set_index("assertion_id")
+    hand = _hand_stratified(v["verdict"], v["category"].to_numpy(), y_by_id, rows)
+    for interval in ("bootstrap", "clt"):
+        code, out, err = _run(capsys, "estimate", tmp_path / "sp" / "labels.jsonl", "--gold", tmp_path / "gold.csv",
+                              "--judge", "synthpai:llm-only", "--sample", tmp_path / "s.jsonl", "--by", "category",
+                              "--interval", interval, "--json")
+        assert code == 0, err
+        groups = json.loads(out)["groups"]
+        assert groups[0]["ppi"]["value"] == pytest.approx(hand, abs=1e-12)
+        _check_settled(groups, len(v))
 
 
 def _candidates(lab, tmp_path):

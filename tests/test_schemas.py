@@ -72,8 +72,14 @@ memjudge estimate s/paper/labels.jsonl --gold gold.jsonl --sample to_label.jsonl
     --bootstrap 200 --out run
 memjudge estimate s/paper/labels.jsonl --gold gold.jsonl --sample to_label.jsonl --bootstrap 200 \
     --plan --half-width 0.02 --json > plan.json
+memjudge sample c/candidates.jsonl --n 40 --labels s/paper/labels.jsonl --strategy active --top-up to_label.jsonl \
+    --gold gold.jsonl --sources c/sources.jsonl --seed 2 --out active.jsonl
+memjudge estimate s/paper/labels.jsonl --gold gold.jsonl --sample active.jsonl --bootstrap 200 --json \
+    > active_estimate.json
 memjudge import synthpai examples/data/synthpai --out imp
 memjudge diff s/paper s/noisy --by category --fail-if-worse 0.5 --out dif > /dev/null
+memjudge cascade c/candidates.jsonl --sources c/sources.jsonl --judges-file judges.toml --stage sim:noisy \
+    --stage sim:paper --gold-sample 150 --target 0.9 --out casc --no-progress > /dev/null
 python - <<'PY'
 import json
 names = {"persona_id": "uid", "text": "memory_text", "category": "cat", "confidence": "conf", "assertion_id": "id"}
@@ -92,7 +98,8 @@ memjudge score mem0/candidates.jsonl --sources examples/data/mem0/conversations.
 
 # Files of the study that have no default name, and the schema each one follows.
 DEMO_SCHEMAS = {"demo", "demo_config", "local_judge", "coverage_judge"}
-NAMED = {"to_label.jsonl": "sample", "gold.jsonl": "gold", "plan.json": "estimate", "mem0/import.json": "import_memory"}
+NAMED = {"to_label.jsonl": "sample", "gold.jsonl": "gold", "plan.json": "estimate", "mem0/import.json": "import_memory",
+         "active.jsonl": "sample", "active_estimate.json": "estimate"}
 
 
 def test_committed_schemas_are_what_the_code_generates():

@@ -200,6 +200,7 @@ def test_score_end_to_end_with_a_panel(cli, small, tmp_path):
     fast = make_judge("sim:paper", options={"truth": str(out)}).labels(c.candidates, replicates=2)
     merged = fast.merge(lab, on=["assertion_id", "replicate"])
     assert (merged["verdict_x"] == merged["verdict_y"]).all()
+    assert np.allclose(merged["judge_score_x"].astype(float), merged["judge_score_y"].astype(float))
     again = cli(*args)
     assert json.loads(again.stdout)["requested"] == 0
     # Coverage through the engine, with the corpus's reference facts.
@@ -236,3 +237,104 @@ def test_fast_path_rows_match_the_engine_format(small, tmp_path):
     assert cov["rubric"].iloc[0] == load_rubric("coverage").id
     io.write_jsonl(tmp_path / "coverage.jsonl", io.frame_records(cov))
     assert len(io.read_coverage(tmp_path / "coverage.jsonl")) == len(c.facts)
+
+
+# ---------------------------------------------------------------------------------------
+# declared confidence (judge_score), shared item difficulty, price per call
+
+
+def _right_and_scores(judge, c, replicates=1):
+    lab = judge.labels(c.candidates, replicates=replicates)
+    truth = dict(zip(c.truth["assertion_id"], c.truth["kind"] == "supported"))
+    right = (lab["verdict"] == "supported") == lab["assertion_id"].map(truth)
+    return lab, right.to_numpy(), lab["judge_score"].astype(float).to_numpy()
+
+
+@pytest.mark.parametrize("auc", [0.5, 0.7, 0.85, 0.95])
+def test_judge_score_tells_right_from_wrong_at_the_declared_auc(corpus, auc):
+    from sklearn.metrics import roc_auc_score
+
+    c, out = corpus
+    judge = make_judge("sim:noisy", options={"truth": str(out), "confidence_auc": auc})
+    lab, right, score = _right_and_scores(judge, c, replicates=2)
+    # The sign is the verdict's, as other judges' log-odds: > 0 says supported.
+    assert ((score > 0) == (lab["verdict"] == "supported")).all() and (score != 0).all()
+    n_wrong, n_right = int((~right).sum()), int(right.sum())
+    assert n_wrong > 500
+    # Hanley-McNeil standard error of an AUC; 4 of them (replicates share their modal verdict).
+    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)
+    se = np.sqrt((auc * (1 - auc) + (n_right - 1) * (q1 - auc**2) + (n_wrong - 1) * (q2 - auc**2)) / (n_right * n_wrong))
+    got = roc_auc_score(right, np.abs(score))
+    assert abs(got - auc) < 4 * se + 0.005, (auc, got, se)
+
+
+def test_the_confidence_model_keeps_the_verdicts_and_is_in_the_identity(small):
+    _, out = small
+    c = small[0]
+    a = make_judge("sim:paper", options={"truth": str(out)})
+    b = make_judge("sim:paper", options={"truth": str(out), "confidence_auc": 0.6})
+    la, lb = a.labels(c.candidates), b.labels(c.candidates)
+    assert list(la["verdict"]) == list(lb["verdict"])
+    assert not np.allclose(la["judge_score"].astype(float), lb["judge_score"].astype(float))
+    assert a.identity() != b.identity() and a.identity()["confidence"]["confidence_auc"] == 0.85
+
+
+def test_shared_difficulty_makes_judges_err_on_the_same_items_and_keeps_their_rates(corpus):
+    c, out = corpus
+
+    def errors(seed, s):
+        judge = make_judge("sim:noisy", options={"truth": str(out), "seed": seed, "shared_difficulty": s, "flip_rate": 0.0})
+        return _right_and_scores(judge, c)[1] == 0
+
+    t = c.truth.set_index("assertion_id")
+    for s in (0.0, 0.8):
+        e1, e2 = errors(1, s), errors(2, s)
+        r = np.corrcoef(e1, e2)[0, 1]
+        if s == 0:
+            assert abs(r) < 0.05
+        else:
+            assert r > 0.3
+        # Marginal error rates are still the declared ones (noisy: sens 0.90, spec 0.75, leniency 0.40).
+        lab = make_judge("sim:noisy", options={"truth": str(out), "seed": 1, "shared_difficulty": s, "flip_rate": 0.0}
+                         ).labels(c.candidates).set_index("assertion_id")
+        said = lab.loc[t.index, "verdict"] == "supported"
+        for mask, want in (((t["kind"] == "supported"), 0.90), (t["kind"] == "over_inference", 0.40)):
+            got, n = said[mask].mean(), mask.sum()
+            assert abs(got - want) < 4 * np.sqrt(want * (1 - want) / n), (s, want, got)
+    # One judge at s = 0 draws what earlier versions drew (no option: the default).
+    plain = make_judge("sim:noisy", options={"truth": str(out), "seed": 1, "flip_rate": 0.0})
+    assert (_right_and_scores(plain, c)[1] == ~errors(1, 0.0)).all()
+
+
+def test_bad_confidence_options_are_usage_errors(small):
+    _, out = small
+    with pytest.raises(UsageError, match="confidence_auc must be in"):
+        make_judge("sim:paper", options={"truth": str(out), "confidence_auc": 0.4})
+    with pytest.raises(UsageError, match="confidence_auc must be in"):
+        make_judge("sim:paper", options={"truth": str(out), "confidence_auc": 1.0})
+    with pytest.raises(UsageError, match="shared_difficulty must be"):
+        make_judge("sim:paper", options={"truth": str(out), "shared_difficulty": 2})
+
+
+def test_price_per_call_costs_a_run_and_a_dry_run(cli, small, tmp_path):
+    c, out = small
+    panel = tmp_path / "judges.toml"
+    panel.write_text(f'[[judge]]\nspec = "sim:paper"\nprice_per_call = 0.002\n[judge.options]\ntruth = "{out}"\n')
+    args = ["score", out / "candidates.jsonl", "--sources", out / "sources.jsonl", "--judge", "sim:paper",
+            "--judges-file", panel, "--out", tmp_path / "run", "--no-progress", "--json"]
+    dry = json.loads(cli(*args, "--dry-run").stdout)
+    assert dry["estimated_cost_usd"] == pytest.approx(0.002 * len(c.candidates))
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["requests"] == len(c.candidates) and summary["cost_usd"] == pytest.approx(0.002 * len(c.candidates))
+    # beside token prices, the two add up
+    from memjudge.judges import JudgeConfig
+    from memjudge.scoring.cost import job_cost_usd, price_usd
+
+    both = JudgeConfig(spec="sim:paper", price_input_per_mtok=1.0, price_output_per_mtok=2.0, price_per_call=0.01)
+    assert price_usd(both, {"input_tokens": 1_000_000, "output_tokens": 500_000}, requests=3) == pytest.approx(1 + 1 + 0.03)
+    half = job_cost_usd(both, {"input_tokens": 0, "output_tokens": 0}, {"input_tokens": 0, "output_tokens": 0},
+                        requests=4, batch_requests=2)
+    assert half == pytest.approx(2 * 0.01 + 2 * 0.01 * both.batch_discount)
+    assert price_usd(JudgeConfig(spec="sim:paper"), {"input_tokens": 5}, requests=3) is None

@@ -436,10 +436,38 @@ def test_panel_labels_and_policies_through_the_python_api(runs, tmp_path):
     data = Index(views).index(with_sources=True)
     want = _expected(runs)
     assert data["columns"][0]["flip"].count("1") == want["paper_flips"]
-    assert data["columns"][0]["score"] is None  # sim judges give no judge_score: nothing to send
+    assert data["columns"][0]["score"] is not None  # sim judges' declared confidence (judge_score) is sent
     assert data["policies"][-1]["key"] == "paper/policy" and data["policies"][-1]["keeps"].count("1") == want["keeps"]
     panel_rows = read_labels(panel)
     r0 = panel_rows[panel_rows["replicate"] == 0].set_index("assertion_id")["verdict"]
     codes = data["columns"][2]["verdicts"][0]
     shown = {a: ("-" if c == "-" else data["verdicts"][ord(c) - 48]) for a, c in zip(data["ids"], codes) if c != "_"}
     assert shown == {a: ("-" if v is None else v) for a, v in r0.items()}
+
+
+def test_a_cascade_folder_filters_by_decided_by(browser, runs, tmp_path):
+    """`memjudge cascade`'s folder opens as is (its inputs are in cascade.json); the page filters
+    by the stage that decided, or the abstained items, with the counts of labels.jsonl."""
+    cascade = tmp_path / "cascade"
+    toml = tmp_path / "judges.toml"
+    toml.write_text(JUDGES.format(sim=runs / "sim", seed=0), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMJUDGE_CACHE_DIR", str(tmp_path / "cache"))
+        assert main(["cascade", str(runs / "sim" / "candidates.jsonl"), "--sources", str(runs / "sim" / "sources.jsonl"),
+                     "--judges-file", str(toml), "--stage", "sim:noisy", "--stage", "sim:paper", "--gold-sample", "120",
+                     "--target", "0.9", "--out", str(cascade), "--no-progress"]) == 0
+    lab = read_labels(cascade / "labels.jsonl")
+    by = lab["decided_by"].fillna("abstained").value_counts().to_dict()
+    server = View(cascade)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        page.goto(server.url)
+        page.wait_for_function("() => document.body.dataset.ready === '1'")
+        assert page.locator("#decided-box").is_visible()
+        assert page.locator("#decided option").all_inner_texts()[1:3] == ["sim:noisy", "sim:paper"]
+        for stage in ("sim:noisy", "sim:paper", "abstained"):
+            assert _count(page, "#decided=" + stage.replace(":", "%3A")) == by.get(stage, 0), stage
+        assert _count(page, "#") == len(lab)
+    finally:
+        page.close()
+        server.kill()

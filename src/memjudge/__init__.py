@@ -10,6 +10,8 @@ The public API is the names in `__all__`, each imported lazily on first use (so
     memjudge.noise(...)        -> re-score flip rates
     memjudge.agreement(...)    -> cross-judge agreement
     memjudge.calibrate(...)    -> a judge's threshold on judge_score against gold labels
+    memjudge.write_threshold(...) -> that threshold written into a judges file (what `calibrate --panel` does)
+    memjudge.run_cascade(...)  -> a certified cascade of judges: labels, cascade.json (what `memjudge cascade` runs)
     memjudge.panel(...)        -> a judge panel's consensus labels and each judge's error rates
     memjudge.sample(...)       -> the items to label by hand (inclusion probabilities)
     memjudge.estimate(...)     -> support rates: judge only, gold only, PPI++
@@ -45,8 +47,10 @@ _LAZY = {
     "noise": "memjudge.stats.noise:noise",
     "agreement": "memjudge.stats.agreement:agreement",
     "calibrate": "memjudge.stats.thresholds:calibrate",
+    "write_threshold": "memjudge.judges.panel:write_threshold",
+    "run_cascade": "memjudge.cascade:run_cascade",
     "panel": "memjudge.stats.panel:panel",
-    "sample": "memjudge.stats.sampling:sample",
+    "sample": "memjudge.stats.active_sampling:sample",
     "estimate": "memjudge.stats.estimate:estimate",
     "coverage_agreement": "memjudge.stats.coverage:coverage_agreement",
     # policies and their comparison

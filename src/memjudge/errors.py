@@ -8,6 +8,7 @@ tree (where each class is defined)::
     └── MemjudgeError                   memjudge.errors: anything a user can fix
         ├── InputError                  memjudge.errors: a bad file, at `path` and 1-based `line`
         ├── UsageError                  memjudge.errors: bad arguments or a refused request
+        │   └── PrivacyUnavailable      memjudge.privacy: --private without the [private] extra or its NER model
         ├── PolicyFileError             memjudge.gate: a policy file that cannot be read
         │                               (also a ValueError, as it was before)
         ├── RunStopped                  memjudge.scoring: a run stopped early, its rows written

@@ -34,6 +34,7 @@ __all__ = [
 
 
 def cmd_score(args) -> int:
+    from memjudge.cli.private import private_overrides
     from memjudge.formats import dumps
     from memjudge.judges.panel import judge_config
     from memjudge.scoring.engine import RunOptions, score_run
@@ -43,6 +44,7 @@ def cmd_score(args) -> int:
         args.judge, args.judges_file, base_url=args.base_url, concurrency=args.concurrency, rpm=args.rpm,
         tpm=args.tpm, temperature=args.temperature, seed=args.seed, max_output_tokens=args.max_output_tokens,
         thinking_budget=args.thinking_budget, response_format=args.response_format, logprobs=args.logprobs,
+        **private_overrides(args),
     )
     result = score_run(
         args.candidates, args.sources, judge, rubric=args.rubric, facts=args.facts, replicates=args.replicates,
@@ -56,10 +58,14 @@ def cmd_score(args) -> int:
         print(dumps(s.as_dict(), indent=2))
         return 0
     if s.dry_run:
-        cost = f"${s.estimated_cost_usd:.4f}" if s.estimated_cost_usd is not None else "unknown (no prices: set price_input_per_mtok / price_output_per_mtok in --judges-file)"
+        cost = f"${s.estimated_cost_usd:.4f}" if s.estimated_cost_usd is not None else "unknown (no prices: set price_input_per_mtok / price_output_per_mtok or price_per_call in --judges-file)"
         print(f"dry run: {s.calls} calls for {s.rows} rows ({s.judge}, {s.rubric}); {s.cached} cached, {s.resumed} in the run's journal, {s.calls - s.cached - s.resumed} to request")
         print(f"estimated tokens: {s.estimated_input_tokens:,} input + {s.estimated_output_tokens:,} output; estimated cost: {cost}"
               + (f" (batch prices: x{s.batch['discount']:g})" if s.batch and s.estimated_cost_usd is not None else ""))
+        if s.estimated_cache_tokens:
+            c = s.estimated_cache_tokens
+            saving = f"; saves ${s.estimated_cache_saving_usd:.4f} (included above)" if s.estimated_cache_saving_usd is not None else ""
+            print(f"prompt cache: ~{c['cache_write_tokens']:,} tokens written, ~{c['cached_tokens']:,} read{saving}")
         return 0
     name = "labels.jsonl" if result.labels is not None else "coverage.jsonl"
     assert result.out_dir is not None  # set whenever the run writes, which the CLI's always does
@@ -73,6 +79,9 @@ def cmd_score(args) -> int:
         return 0
     print(f"{s.requested} calls requested ({s.requests} requests, {s.reasks} re-asks, {s.retries} retries), {s.cached} cached, {s.resumed} resumed, {s.errors} without a valid answer; "
           f"tokens {s.tokens.get('input_tokens', 0):,} in / {s.tokens.get('output_tokens', 0):,} out{cost}; {s.seconds:.1f} s")
+    if s.tokens.get("cache_write_tokens") or s.tokens.get("cached_tokens"):
+        saved = f"; saved ${s.cache_saving_usd:.4f}" if s.cache_saving_usd is not None else ""
+        print(f"prompt cache: {s.tokens.get('cache_write_tokens', 0):,} tokens written, {s.tokens.get('cached_tokens', 0):,} read{saved}")
     if s.batch:
         b = s.batch
         print(f"batch: {b['jobs_submitted']} jobs submitted, {b['jobs_found']} found from an earlier run, {b['resubmitted']} requests resubmitted, "
@@ -288,9 +297,18 @@ def cmd_calibrate(args) -> int:
     if args.coverage:
         from memjudge.stats.coverage import calibrate_coverage_files
 
-        cal = calibrate_coverage_files(args.labels, args.gold, args.judge, target=args.target, panel=args.panel)
+        cal = calibrate_coverage_files(args.labels, args.gold, args.judge, target=args.target)
     else:
-        cal = calibrate(args.labels, args.gold, args.judge, target=args.target, panel=args.panel, own=args.own_threshold)
+        cal = calibrate(args.labels, args.gold, args.judge, target=args.target, own=args.own_threshold)
+    if args.panel is not None:
+        from memjudge.judges.panel import write_threshold
+
+        # Statistics return the threshold; the command writes it.
+        if args.coverage:
+            write_threshold(args.panel, cal.judge, cal.threshold, key="coverage_threshold")
+        else:
+            write_threshold(args.panel, cal.judge, cal.threshold, cal.category_thresholds)
+        cal.panel = str(args.panel)
     if args.json:
         print(dumps(cal.as_dict(), indent=2))
     else:
@@ -406,13 +424,14 @@ def cmd_sample(args) -> int:
     from pathlib import Path
 
     from memjudge.formats import dumps, frame_records, write_atomic, write_jsonl
-    from memjudge.stats.sampling import sample
+    from memjudge.stats.active_sampling import sample
 
     out = Path(args.out)
     if out.suffix not in (".jsonl", ".csv"):
         raise UsageError(f"--out must end in .jsonl or .csv, got {args.out!r}")
     rows = sample(args.candidates, args.n, labels=args.labels, strategy=args.strategy, by=args.by, seed=args.seed,
-                  sources=args.sources, top_up=args.top_up, judge=args.judge, replicate=args.replicate)
+                  sources=args.sources, top_up=args.top_up, judge=args.judge, replicate=args.replicate,
+                  uncertainty=args.uncertainty, mix=args.mix, min_prob=args.min_prob, gold=args.gold)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".csv":
         write_atomic(out, rows.to_csv(index=False))  # to_csv(out) would follow a link planted there
@@ -421,11 +440,18 @@ def cmd_sample(args) -> int:
     info = {"out": str(out), "rows": len(rows), "new_rows": len(rows) - rows.attrs["existing"],
             "population": rows.attrs["population"], "strategy": args.strategy, "judge": rows.attrs["judge"],
             "seed": args.seed, "strata": rows.attrs["strata"]}
+    if "design" in rows.attrs:  # --strategy active
+        info["design"] = rows.attrs["design"]
     if args.json:
         print(dumps(info, indent=2))
         return 0
     print(f"{info['rows']} rows ({info['new_rows']} new) of {info['population']} candidates → {out} "
           f"({args.strategy}, seed {args.seed})")
+    if "design" in info:
+        d = info["design"]
+        print(f"  signal {d['signal']}; uncertainty {d['uncertainty']}")
+        print(f"  mixed with uniform: W = {d['mix_w']:g} ({d['mix_w_chosen']}); floor {d['min_prob']:.4g}; "
+              f"expected {d['expected_new']:.1f} new rows; {d['items_at_prob_1']} rows at inclusion_prob 1")
     if len(info["strata"]) > 1:
         for k, v in info["strata"].items():
             print(f"  {k}: {v['sampled']} of {v['size']}")

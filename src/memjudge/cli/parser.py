@@ -9,6 +9,7 @@ import argparse
 
 from memjudge._util import registry  # standard library only: --help lists names without pandas
 from memjudge.cli import view
+from memjudge.cli.cascade import add_cascade_parser
 from memjudge.cli.commands import (
     cmd_agreement,
     cmd_annotate,
@@ -29,6 +30,7 @@ from memjudge.cli.commands import (
 )
 from memjudge.cli.diff import add_diff_parser
 from memjudge.cli.inputs import add_map
+from memjudge.cli.private import add_privacy_check_parser, add_private_flags
 from memjudge.errors import UsageError
 
 __all__ = ["build_parser", "parse_args"]
@@ -90,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("score", help="label candidates' source support (or coverage) with a judge")
     s.add_argument("candidates", help="candidate assertions (JSONL, CSV or Parquet)")
     s.add_argument("--sources", required=True, help="one source per persona (persona_id, source)")
-    s.add_argument("--judge", required=True, help="PROVIDER:MODEL, e.g. gemini:gemini-2.5-flash, openai:gpt-4o-mini, local:qwen2.5-coder-1.5b, sim:NAME")
+    s.add_argument("--judge", required=True, help="PROVIDER:MODEL, e.g. gemini:gemini-2.5-flash, openai:gpt-4o-mini, anthropic:claude-haiku-4-5, azure:DEPLOYMENT, local:qwen2.5-coder-1.5b, sim:NAME")
     s.add_argument("--judges-file", help="judges.toml panel with generation parameters, limits and prices")
     s.add_argument("--base-url", help="endpoint of an OpenAI-compatible server (vLLM, Ollama, llama.cpp), with /v1")
     s.add_argument("--rubric", default="support", help="support (default), coverage, or a path to a rubric .toml file")
@@ -108,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="run directory (default runs/<judge>-<rubric>)")
     s.add_argument("--cache-dir", help="answer cache (default $MEMJUDGE_CACHE_DIR or ~/.cache/memjudge)")
     s.add_argument("--parquet", action="store_true", help="also write labels.parquet")
-    s.add_argument("--response-format", choices=["auto", "json_schema", "json_object", "text"],
-                   help="how the answer's JSON is asked for (openai:, gemini:); auto (default) falls back from a strict schema to JSON mode to text")
+    s.add_argument("--response-format", choices=["auto", "json_schema", "json_object", "tool", "text"],
+                   help="how the answer's JSON is asked for (openai:, azure:, gemini:, anthropic:); auto (default) falls back from a "
+                        "strict schema to JSON mode (anthropic: a forced tool) to text")
     s.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=None,
                    help="ask for token log-probabilities and record the verdict's log-odds as judge_score (default on)")
     s.add_argument("--dry-run", action="store_true", help="validate everything and estimate calls, tokens and cost without calling")
@@ -120,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity(s)
     s.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     add_map(s, "candidates")
+    add_private_flags(s)  # --private (memjudge.cli.private)
     s.set_defaults(func=cmd_score)
 
     # --- cache -------------------------------------------------------------------------
@@ -321,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--labels", nargs="+", help="a judge's labels: Neyman allocation, strata by its verdict")
     sa.add_argument("--judge", help="the judge in --labels (when they hold several)")
     sa.add_argument("--replicate", type=_replicate_choice, default=0, help="with --labels: the replicate index (default 0) or 'majority'")
-    sa.add_argument("--strategy", choices=["uniform", "stratified"], default="uniform", help="uniform (a simple random sample, default) or stratified (Neyman allocation with --labels)")
+    sa.add_argument("--strategy", choices=["uniform", "stratified", "active"], default="uniform", help="uniform (a simple random sample, default), stratified (Neyman allocation with --labels) or active (where the judge is unsure; --labels)")
     sa.add_argument("--by", help="stratum fields: category, verdict or category,verdict (stratified only)")
     sa.add_argument("--seed", type=int, default=0, help="seed (default 0): same seed, same sample")
     sa.add_argument("--sources", help="copy each persona's source text into the rows (else a source_ref pointer)")
@@ -329,6 +333,17 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--out", required=True, help="the sample file to write (.jsonl or .csv)")
     sa.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_map(sa, "candidates")
+    # --strategy active (issue 50): how the judge's uncertainty is read and mixed with uniform
+    sa.add_argument("--uncertainty", choices=["log-odds", "replicates", "panel"],
+                    help="active: the judge's confidence signal (default: log-odds when it has judge_score, panel for a "
+                         "panel: judge, else replicates)")
+    sa.add_argument("--mix", default="auto", metavar="auto|W",
+                    help="active: weight W of uniform sampling in the mix (0 pure active, 1 uniform); auto (default) "
+                         "chooses it on --gold, 0.5 without")
+    sa.add_argument("--min-prob", type=float, metavar="P",
+                    help="active: no item below this inclusion probability before mixing (default 0.1 x n/N)")
+    sa.add_argument("--gold", help="active: hand labels in hand (e.g. a labelled first batch, with --top-up) that "
+                                   "calibrate the judge's confidence against its real errors and choose W")
     sa.set_defaults(func=cmd_sample)
 
     # --- estimate ----------------------------------------------------------------------
@@ -351,7 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     es.set_defaults(func=cmd_estimate)
 
     add_diff_parser(sub, _positive_int, _replicate_choice)
-    _add_llama_parsers(sub)
+    add_cascade_parser(sub, _positive_int)
+    add_privacy_check_parser(sub)  # memjudge privacy-check (memjudge.cli.private)
+    _add_llama_parsers(sub)  # memjudge doctor, memjudge llama-server (below)
     return p
 
 

@@ -14,8 +14,9 @@ by prediction-powered inference (PPI++, power-tuned λ; `memjudge.stats.ppi.ppi_
   latest row per assertion and annotator, annotators' majority, skips and ties are no gold);
   a gold file that is a labelled `memjudge sample` (``inclusion_prob``, ``stratum``,
   ``strata_by``) is weighted as `estimate` weights it (`design_weights`: gold items
-  1/inclusion_prob, the others 1/(1 − π_h)); otherwise all weights are 1 (a simple random
-  sample is assumed).
+  1/inclusion_prob, the inverse-probability-weighted PPI of `memjudge.stats.active` over the
+  retained items, so a stratum sampled whole counts once); otherwise all weights are 1 (a
+  simple random sample is assumed).
 
 A fold whose retained set holds no gold item has no PPI figure (null; counted per policy as
 ``folds_without_gold``); when every retained item has gold the estimate is the gold mean
@@ -74,7 +75,6 @@ class GoldJoin:
     has_gold: np.ndarray     # bool
     y: np.ndarray            # float: 1.0 gold "supported", 0.0 otherwise, NaN without gold
     w_gold: np.ndarray       # design weight of a gold item (1 / inclusion_prob; 1.0 without a design)
-    w_unlabelled: np.ndarray  # design weight of an item without gold (1 / (1 − π_h); 1.0 without a design)
     weighted: bool
     path: str | None
     n_gold: int              # items with a gold verdict (after resolving annotators)
@@ -128,7 +128,7 @@ def join_gold(prep, gold, path=None, verdicts: pd.Series | None = None) -> GoldJ
         notes.append(f"{g.non_verdicts} gold item(s) have only non-verdicts (skip, unsure, ...): not gold")
     if g.ties:
         notes.append(f"{g.ties} gold item(s) have tied annotators: no gold verdict")
-    w_gold, w_unl, weighted = np.ones(prep.n), np.ones(prep.n), False
+    w_gold, weighted = np.ones(prep.n), False
     if g.frame is not None and "inclusion_prob" in g.frame.columns:
         # a labelled sample of `memjudge sample`: weighted as `memjudge estimate` weights it
         from memjudge.stats.estimate import design_weights
@@ -140,10 +140,10 @@ def join_gold(prep, gold, path=None, verdicts: pd.Series | None = None) -> GoldJ
             v = verdicts.reindex(prep.assertion_ids).to_numpy(dtype=object)
         items = pd.DataFrame({"assertion_id": prep.assertion_ids, "category": prep.categories[prep.cat],
                               "verdict": pd.Series(v, dtype=object).where(pd.notna(v), None)})
-        w_gold, w_unl = design_weights(g.frame.drop_duplicates("assertion_id", keep="first"), path or "gold",
-                                       items, has)
-        weighted = bool(np.ptp(w_gold[has]) > 1e-12 or np.ptp(w_unl) > 1e-12)
-    return GoldJoin(has_gold=has, y=y, w_gold=w_gold, w_unlabelled=w_unl, weighted=weighted, path=path,
+        w_gold = design_weights(g.frame.drop_duplicates("assertion_id", keep="first"), path or "gold", items, has)
+        active = str(g.frame["strata_by"].iloc[0]) == "active" if "strata_by" in g.frame.columns else False
+        weighted = bool(active or np.ptp(w_gold[has]) > 1e-12)
+    return GoldJoin(has_gold=has, y=y, w_gold=w_gold, weighted=weighted, path=path,
                     n_gold=len(gy), n_matched=n_matched, n_unmatched=len(gy) - n_matched,
                     n_null_judge=int((has & ~prep.valid).sum()), notes=notes)
 
@@ -162,10 +162,23 @@ def ppi_faithfulness(retained: np.ndarray, prep, gj: GoldJoin) -> tuple[float, f
     n_l, n_u = int(lab.sum()), int(unl.sum())
     if n_l == 0:
         return float("nan"), float("nan"), 0, n_u
-    # every retained item labelled (n_u = 0): stats.ppi returns the gold-only mean with λ = 0
-    est, lam = ppi_mean_point(gj.y[lab], prep.sup[lab].astype(float), prep.sup[unl].astype(float),
-                              w_gold=gj.w_gold[lab] if gj.weighted else None,
-                              w_unlabeled=gj.w_unlabelled[unl] if gj.weighted else None)
+    if gj.weighted:
+        # a sample design: as `memjudge estimate` weighs it over all items (stats.active: post-
+        # stratified by category × verdict where each cell holds gold, else by verdict, else pooled)
+        from memjudge.stats.active import cell_sums, ipw_features, ipw_from_sums
+
+        yr, sr = np.nan_to_num(gj.y[retained]), prep.sup[retained].astype(float)
+        gr, wr = gj.has_gold[retained], gj.w_gold[retained]
+        S = ipw_features(yr, sr, gr, wr).sum(axis=0)
+        zero = np.zeros(int(retained.sum()), np.int64)
+        Cv = cell_sums(zero, sr.astype(np.int64), yr, sr, gr, wr, 1, 2)[0]
+        cells = prep.cat[retained].astype(np.int64) * 2 + sr.astype(np.int64)
+        Cc = cell_sums(zero, cells, yr, sr, gr, wr, 1, 2 * len(prep.categories))[0]
+        t, la, _ = ipw_from_sums(S, None, Cc, Cv)
+        est, lam = float(t), float(la)
+    else:
+        # every retained item labelled (n_u = 0): stats.ppi returns the gold-only mean with λ = 0
+        est, lam = ppi_mean_point(gj.y[lab], prep.sup[lab].astype(float), prep.sup[unl].astype(float))
     if not (np.isfinite(est) and np.isfinite(lam)):
         return float("nan"), float("nan"), n_l, n_u
     return est, lam, n_l, n_u

@@ -1,4 +1,4 @@
-"""Judge registry, keyed by the spec prefix (`gemini:`, `openai:`, `local:`, `sim:`).
+"""Judge registry, keyed by the spec prefix (`anthropic:`, `azure:`, `gemini:`, `openai:`, `local:`, `sim:`).
 
 Providers are imported only when used, so a missing optional dependency (the embedded
 model's runtime) only matters to those who ask for that judge.
@@ -13,6 +13,8 @@ from memjudge.errors import UsageError
 from memjudge.judges.base import FINISH_REASONS, Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, Usage
 
 _PROVIDERS: dict[str, str] = {
+    "anthropic": "memjudge.judges.anthropic:AnthropicJudge",
+    "azure": "memjudge.judges.openai:AzureOpenAIJudge",
     "gemini": "memjudge.judges.gemini:GeminiJudge",
     "openai": "memjudge.judges.openai:OpenAIJudge",
     "local": "memjudge.judges.local:LocalJudge",

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from memjudge._util import jsontext
 
@@ -34,9 +34,11 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     spec: str
-    """`provider:model` (`openai:gpt-4o-mini`, `gemini:gemini-2.5-flash`, `local:qwen2.5-coder-1.5b`, `sim:paper`)."""
+    """`provider:model` (`openai:gpt-4o-mini`, `anthropic:claude-haiku-4-5`, `azure:DEPLOYMENT`,
+    `gemini:gemini-2.5-flash`, `local:qwen2.5-coder-1.5b`, `sim:paper`)."""
     base_url: str | None = None
-    """An OpenAI-compatible server's URL (`http://127.0.0.1:8000/v1`); None: the provider's own."""
+    """An OpenAI-compatible server's URL (`http://127.0.0.1:8000/v1`), a Messages API gateway's host
+    (anthropic:), an Azure OpenAI resource's endpoint (azure:); None: the provider's own."""
     temperature: float = 0.0
     """Sampling temperature (0: the judge's most likely answer)."""
     max_output_tokens: int | None = 1024
@@ -57,6 +59,17 @@ class JudgeConfig(BaseModel):
     """USD per million input tokens, for the cost figures (None: cost unknown)."""
     price_output_per_mtok: float | None = None
     """USD per million output tokens."""
+    price_cache_write_per_mtok: float | None = None
+    """USD per million input tokens written to the provider's prompt cache (None: the judge's
+    default: anthropic: 1.25 x the input price; others bill no cache writes)."""
+    price_cache_read_per_mtok: float | None = None
+    """USD per million input tokens read from the provider's prompt cache (None: the judge's
+    default: anthropic: 0.1 x the input price; others: the input price)."""
+    price_per_call: float | None = Field(default=None, ge=0)
+    """USD per request, beside or instead of the token prices (a flat-rate service, a simulated judge)."""
+    replicates: int | None = Field(default=None, ge=2)
+    """A cascade stage's confidence: agreement among this many replicates (for a judge without
+    `judge_score`); None: the judge's own log-odds."""
     batch_discount: float = 0.5
     """The provider's batch price as a fraction of its online price."""
     max_attempts: int = Field(default=8, ge=1)
@@ -70,15 +83,33 @@ class JudgeConfig(BaseModel):
     says so and a rerun asks again."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings (a local judge's threshold, a sim judge's noise model, ...)."""
-    response_format: Literal["auto", "json_schema", "json_object", "text"] = "auto"
-    """How a hosted or served judge (openai:, gemini:) is asked for JSON: "auto" tries a strict
-    JSON schema, then a JSON object with the schema in the prompt, then plain text."""
+    response_format: Literal["auto", "json_schema", "json_object", "tool", "text"] = "auto"
+    """How a hosted or served judge (openai:, azure:, gemini:, anthropic:) is asked for JSON: "auto"
+    tries a strict JSON schema, then a JSON object with the schema in the prompt (anthropic: a
+    forced tool whose input schema is the answer's, "tool"), then plain text."""
     logprobs: bool = True
     """Ask for token log-probabilities and record the verdict's log-odds as `judge_score`."""
     server_slots: int | None = Field(default=None, ge=1)
     """Requests a server computes at once (its slots); None: ask the server (llama.cpp) or no
     limit. Time spent waiting for a slot is not part of `timeout_s`."""
+    private: bool = False
+    """Pseudonymise sources, candidates and facts before they are sent to this judge (spec §16;
+    a judge that sends nothing, `local:` and `sim:`, is unaffected): the `[private]` extra."""
+    private_entities: list[str] | None = None
+    """The entity types replaced (None: memjudge.privacy.DEFAULT_ENTITIES); an unknown one is an error."""
+    private_style: Literal["placeholder", "surrogate"] | None = None
+    """Typed placeholders (`<PERSON_1>`) or realistic surrogates; None: the default (docs/private.md)."""
+    private_patterns_only: bool = False
+    """Run `private` without an NER model: e-mails, phones, IBANs, cards, addresses ... are
+    replaced, names, places and organisations pass in the clear."""
     _judges_file: str | None = PrivateAttr(None)
+
+    @field_validator("private_entities")
+    @classmethod
+    def _known_entities(cls, value: list[str] | None) -> list[str] | None:
+        from memjudge.privacy.entities import check_entities
+
+        return None if value is None else check_entities(value)
 
     @property
     def judges_file(self) -> str | None:
@@ -137,8 +168,10 @@ class JudgeCall:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    # Of input_tokens: read from the provider's prompt cache, and written to it (Anthropic).
     cached_tokens: int = 0
     thinking_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -146,6 +179,7 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "thinking_tokens": self.thinking_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
 
@@ -162,6 +196,11 @@ class JudgeAnswer:
     # The provider's own parse, when its SDK did one (None if it failed or was not asked).
     parsed: dict[str, Any] | None = None
     raw: dict[str, Any] | None = None
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about 4 characters per token in English)."""
+    return max(1, len(text) // 4)
 
 
 def parse_answer(call: JudgeCall, text: str | None) -> dict[str, Any] | None:
@@ -453,6 +492,14 @@ class Judge(ABC):
         return self.config.model
 
     @property
+    def sends_text(self) -> bool:
+        """True when a prompt leaves this process for a server: every judge reached over a
+        network, a base URL on loopback included (a proxy there may forward it). `--private`
+        pseudonymises what such a judge is sent; a judge that computes its answers in this
+        process (`local:`, `sim:`) sends nothing. A provider inherits it from `network`."""
+        return bool(self.network)
+
+    @property
     def endpoint(self) -> str | None:
         """The server this judge asks (None: it asks none). Reported in config.json."""
         return normalise_base_url(self.config.base_url)
@@ -466,6 +513,13 @@ class Judge(ABC):
             "base_url": normalise_base_url(self.config.base_url),
             "params": self.config.generation_params(),
         }
+
+    @property
+    def costly(self) -> bool:
+        """Each answer costs money (a hosted or served model): the store puts it in the cache
+        before its journal line (store.py), so no kill makes any run pay for it again. False
+        for in-process judges, whose answers are written behind in large batches."""
+        return self.network
 
     @property
     def deterministic(self) -> bool:
@@ -507,7 +561,8 @@ class Judge(ABC):
         if unknown:
             from memjudge.errors import UsageError
 
-            raise UsageError(f"{self.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+            where = f"{self.config.judges_file}: " if self.config.judges_file else ""
+            raise UsageError(f"{where}{self.spec}: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
 
     def slot(self):
         """An async context held while one request is in flight (a server's free slot); the
@@ -533,6 +588,13 @@ class Judge(ABC):
     def retry_after(self, exc: BaseException) -> float | None:
         """Seconds the server asked us to wait (Retry-After, RetryInfo), if it said."""
         return None
+
+    def cache_prefix(self, call: JudgeCall) -> tuple[Any, int]:
+        """The part of this call's prompt the provider's prompt cache may keep (it is marked
+        so), and its estimated tokens: (identity of the prefix, tokens); (None, 0) when none
+        (the default: a provider that caches by itself, or not at all). The dry run's estimate
+        of cache writes and reads comes from it."""
+        return None, 0
 
     def order_key(self, call: JudgeCall) -> Any:
         """Calls are issued sorted by this; keeping a persona's calls together lets prompt

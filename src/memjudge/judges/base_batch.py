@@ -1,6 +1,7 @@
 """The batch-API interface of a provider (`memjudge score --batch`), as `base.py` is for
 online requests: build a request line, upload, create a job carrying a label, find a job by
-its label, poll, cancel, read results joined on the cache key.
+its label (or, where jobs carry none, by its keys), poll, cancel, read results joined on the
+cache key.
 
 An adapter makes one attempt per method: retrying (and the durable job state) is
 scoring/batch's. Reading results downloads files through the `retry` callable it is given,
@@ -25,6 +26,8 @@ from memjudge.judges.base import Judge, JudgeAnswer
 ADAPTERS = {
     "openai": "memjudge.judges.openai_batch:OpenAIBatches",
     "gemini": "memjudge.judges.gemini_batch:GeminiBatches",
+    "anthropic": "memjudge.judges.anthropic_batch:AnthropicBatches",
+    "azure": "memjudge.judges.openai_batch:OpenAIBatches",
 }
 
 # Error codes of a failed line that a new job may cure (HTTP and gRPC codes alike).
@@ -79,10 +82,11 @@ def result_line(raw: str, id_field: str, calls: dict, out: dict) -> tuple[dict |
 
 
 def check_batch_judge(judge) -> None:
-    """Only OpenAI and Gemini judges have a batch API (a spec string, JudgeConfig or Judge)."""
+    """Only some providers have a batch API (a spec string, JudgeConfig or Judge)."""
     spec = judge if isinstance(judge, str) else judge.spec
     if spec.split(":", 1)[0] not in ADAPTERS:
-        raise UsageError(f"--batch needs an openai: or gemini: judge, not {spec}")
+        kinds = ", ".join(f"{p}:" for p in ADAPTERS)
+        raise UsageError(f"--batch needs a judge with a batch API ({kinds}), not {spec}")
 
 
 def batch_adapter(judge: Judge):

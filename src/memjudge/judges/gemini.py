@@ -95,6 +95,8 @@ class GeminiJudge(Judge):
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
         self.check_options(OPTIONS)
+        if config.response_format == "tool":
+            raise UsageError(f"{config.spec}: response_format tool is Anthropic's; Gemini takes auto, json_schema, json_object or text")
         if config.thinking_budget is not None and "thinking_level" in config.options:
             raise UsageError(f"{config.spec}: set thinking_budget or options.thinking_level, not both")
         # Resolved here, not by the SDK, so that identity() (the cache key) names the server

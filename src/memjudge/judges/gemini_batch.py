@@ -65,7 +65,7 @@ class GeminiBatches:
         job = await self.judge.client().batches.create(model=self.judge.model, src=src, config={"display_name": label})
         return self._info(job)
 
-    async def find(self, label: str, since: float) -> JobInfo | None:
+    async def find(self, label: str, since: float, keys: list[str] | None = None) -> JobInfo | None:
         pager = await self.judge.client().batches.list(config={"page_size": 100})
         async for job in pager:
             if job.display_name == label:

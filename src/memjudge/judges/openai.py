@@ -47,6 +47,7 @@ from memjudge.judges.base import (
     LoopBoundClient,
     MalformedResponse,
     Usage,
+    connection_refused,
     delay_from_headers,
     is_request_error,
     is_transient_status,
@@ -111,10 +112,37 @@ class OpenAIJudge(Judge):
 
     def __init__(self, config: JudgeConfig):
         super().__init__(config)
-        self.check_options(OPTIONS)
+        self.check_options(self.options)
         if config.thinking_budget is not None:
             raise UsageError(f"{config.spec}: thinking_budget is a Gemini setting; "
                              "use options.reasoning_effort for OpenAI reasoning models")
+        if config.response_format == "tool":
+            raise UsageError(f"{config.spec}: response_format tool is Anthropic's; OpenAI takes "
+                             "auto, json_schema, json_object or text")
+        self.connect(config)
+        self._client = LoopBoundClient(self.new_client, lambda c: c.close())
+        # What the endpoint accepts, learnt as the run goes (see the module docstring).
+        self.mode = RESPONSE_FORMATS[0] if config.response_format == "auto" else config.response_format
+        self._object_schema = True  # send "schema" inside a json_object response format
+        self._logprobs = config.logprobs
+        self._logprobs_seen = False
+        self._drop: set[str] = set()
+        # OpenAI itself wants max_completion_tokens (reasoning models reject max_tokens);
+        # compatible servers have long accepted max_tokens, not all the newer name.
+        self._max_name = "max_tokens" if self.base_url and not self.hosted else "max_completion_tokens"
+        self._strikes = 0
+        self._adapted: list[str] = []
+        self.served_model: str | None = None
+        self.slots: int | None = config.server_slots
+        self._gate: asyncio.Semaphore | None = None
+        self._formats: dict[type, dict[str, Any]] = {}
+
+    options: frozenset[str] = OPTIONS  # the provider options this judge understands
+    hosted = False  # True: OpenAI's models wherever base_url points (Azure), not a compatible server
+    batch_endpoint = "/v1/chat/completions"  # a batch line's url and the batch's endpoint (openai_batch.py)
+
+    def connect(self, config: JudgeConfig) -> None:
+        """Where requests go and with which key (`base_url`, `_api_key`, `missing_credentials`)."""
         # Resolved here, not by the SDK, so that identity() (the cache key) names the server
         # actually asked. None stands for OpenAI itself, however it is spelled: the key of
         # the usual case stays what it has always been.
@@ -127,27 +155,10 @@ class OpenAIJudge(Judge):
                                             "(or --base-url for an OpenAI-compatible server)")
             # Compatible servers (vLLM, Ollama, llama.cpp) accept any key; the SDK needs one.
             self._api_key = "EMPTY"
-        self._client = LoopBoundClient(
-            # Always named: left to the SDK, OPENAI_BASE_URL could override an explicit default.
-            lambda: openai.AsyncOpenAI(api_key=self._api_key, base_url=self.endpoint, max_retries=0,
-                                       timeout=self.config.timeout_s),
-            lambda c: c.close(),
-        )
-        # What the endpoint accepts, learnt as the run goes (see the module docstring).
-        self.mode = RESPONSE_FORMATS[0] if config.response_format == "auto" else config.response_format
-        self._object_schema = True  # send "schema" inside a json_object response format
-        self._logprobs = config.logprobs
-        self._logprobs_seen = False
-        self._drop: set[str] = set()
-        # OpenAI itself wants max_completion_tokens (reasoning models reject max_tokens);
-        # compatible servers have long accepted max_tokens, not all the newer name.
-        self._max_name = "max_tokens" if self.base_url else "max_completion_tokens"
-        self._strikes = 0
-        self._adapted: list[str] = []
-        self.served_model: str | None = None
-        self.slots: int | None = config.server_slots
-        self._gate: asyncio.Semaphore | None = None
-        self._formats: dict[type, dict[str, Any]] = {}
+
+    def new_client(self) -> openai.AsyncOpenAI:
+        # Always named: left to the SDK, OPENAI_BASE_URL could override an explicit default.
+        return openai.AsyncOpenAI(api_key=self._api_key, base_url=self.endpoint, max_retries=0, timeout=self.config.timeout_s)
 
     @property
     def endpoint(self) -> str:
@@ -441,3 +452,58 @@ def _openai_tokens(logprobs: Any) -> list | None:
         out.append((t["token"], t.get("logprob"), top))
     return out
 
+
+
+# ---------------------------------------------------------------------------------------
+# azure:DEPLOYMENT — the same judge through the openai SDK's Azure client
+
+AZURE_KEY_VAR = "AZURE_OPENAI_API_KEY"
+AZURE_TOKEN_VAR = "AZURE_OPENAI_AD_TOKEN"  # a Microsoft Entra ID token, read by the SDK itself
+AZURE_ENDPOINT_VAR = "AZURE_OPENAI_ENDPOINT"
+# The newest generally available data-plane API version checked against the SDK (providers.md);
+# a judges file's options.api_version wins.
+AZURE_API_VERSION = "2024-10-21"
+
+
+class AzureOpenAIJudge(OpenAIJudge):
+    """`azure:DEPLOYMENT`: an Azure OpenAI resource (`base_url` is its endpoint,
+    `https://RESOURCE.openai.azure.com`), through `openai.AsyncAzureOpenAI`. Requests go to
+    `/openai/deployments/DEPLOYMENT/chat/completions?api-version=...` with the key in the
+    `api-key` header (or an Entra ID token from AZURE_OPENAI_AD_TOKEN); everything else
+    (response formats, log-odds, batch through a Global Batch deployment) is the OpenAI judge's."""
+
+    prefix = "azure"
+    options = OPTIONS | {"api_version"}
+    hosted = True
+    batch_endpoint = "/chat/completions"  # Azure's Global Batch: the deployment is each line's model
+
+    def connect(self, config: JudgeConfig) -> None:
+        url = normalise_base_url(config.base_url or os.environ.get(AZURE_ENDPOINT_VAR))
+        if url is None:
+            raise UsageError(f"{config.spec}: an azure: judge needs its resource's endpoint: --base-url "
+                             f"https://RESOURCE.openai.azure.com (or {AZURE_ENDPOINT_VAR})")
+        self.base_url = url
+        self.api_version = str(config.options.get("api_version") or AZURE_API_VERSION)
+        self._api_key = os.environ.get(AZURE_KEY_VAR) or None
+        self._token = None if self._api_key else (os.environ.get(AZURE_TOKEN_VAR) or None)
+        if self._api_key is None and self._token is None:
+            self.missing_credentials = f"{config.spec}: set {AZURE_KEY_VAR} (or {AZURE_TOKEN_VAR}) to use Azure OpenAI"
+
+    def new_client(self) -> openai.AsyncAzureOpenAI:
+        return openai.AsyncAzureOpenAI(azure_endpoint=self.endpoint, api_key=self._api_key, azure_ad_token=self._token,
+                                       api_version=self.api_version, max_retries=0, timeout=self.config.timeout_s)
+
+    @property
+    def endpoint(self) -> str:
+        return cast(str, self.base_url)
+
+    def effective(self) -> dict[str, Any]:
+        return {**super().effective(), "api_version": self.api_version}
+
+    async def preflight(self) -> None:
+        """Stop at once, in one line, when nothing listens at the endpoint (Azure has no
+        model list to learn from: the deployment is the model)."""
+        self._gate = asyncio.Semaphore(self.slots) if self.slots is not None else None
+        refused = await connection_refused(self.endpoint, min(PREFLIGHT_TIMEOUT_S, self.config.timeout_s))
+        if refused is not None:
+            raise unreachable(self.spec, self.endpoint, refused)

@@ -1,5 +1,6 @@
-"""OpenAI's Batch API for `openai:` judges: request lines in the `/v1/chat/completions`
-format with the cache key as `custom_id`, the job's label in its `metadata`, results read
+"""OpenAI's Batch API for `openai:` and `azure:` judges: request lines in the chat completions
+format (`Judge.batch_endpoint`: `/v1/chat/completions`, Azure's `/chat/completions`, the
+model its deployment) with the cache key as `custom_id`, the job's label in its `metadata`, results read
 from the error file and then the output file (see base_batch.py for the interface)."""
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ MAX_BYTES = 200 * 1024 * 1024
 
 
 class OpenAIBatches:
-    provider = "openai"
     _TERMINAL = {"completed": "completed", "failed": "failed", "expired": "expired", "cancelled": "cancelled"}
 
     def __init__(self, judge):
         self.judge = judge
+        self.provider = judge.prefix  # "openai" or "azure": the same API through two clients
+        self.endpoint = judge.batch_endpoint
 
     def max_job_bytes(self, input_mode: str) -> int:
         return MAX_BYTES
@@ -34,7 +36,7 @@ class OpenAIBatches:
         return "file"  # OpenAI takes only an uploaded file
 
     def line(self, key: str, call: JudgeCall) -> bytes:
-        body = {"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": self.judge.request_body(call)}
+        body = {"custom_id": key, "method": "POST", "url": self.endpoint, "body": self.judge.request_body(call)}
         return (json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
     async def upload(self, label: str, lines: list[bytes]) -> str:
@@ -42,11 +44,11 @@ class OpenAIBatches:
         return f.id
 
     async def create(self, label: str, file_id: str | None, lines: list[bytes], calls: list[tuple[str, JudgeCall]]) -> JobInfo:
-        b = await self.judge.client().batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+        b = await self.judge.client().batches.create(input_file_id=file_id, endpoint=self.endpoint,
                                                      completion_window="24h", metadata={LABEL_FIELD: label})
         return self._info(b)
 
-    async def find(self, label: str, since: float) -> JobInfo | None:
+    async def find(self, label: str, since: float, keys: list[str] | None = None) -> JobInfo | None:
         # Newest first; a job with our label was created after its intent was recorded.
         async for b in self.judge.client().batches.list(limit=100):
             if (b.metadata or {}).get(LABEL_FIELD) == label:

@@ -33,6 +33,10 @@ OVERRIDABLE = ("base_url", "concurrency", "rpm", "tpm", "temperature", "seed", "
                "response_format", "logprobs")
 
 
+# The privacy settings (spec §16) a command's flags may set too (`--private`, ...).
+PRIVATE_SETTINGS = ("private", "private_patterns_only", "private_style")
+
+
 def load_panel(path) -> dict[str, JudgeConfig]:
     """spec → JudgeConfig for every `[[judge]]` table of the file."""
     path = Path(path)
@@ -63,7 +67,7 @@ def judge_config(judge: str | JudgeConfig, judges_file=None, **overrides) -> Jud
     from memjudge.judges import parse_spec
 
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    unknown = set(overrides) - set(OVERRIDABLE)
+    unknown = set(overrides) - set(OVERRIDABLE) - set(PRIVATE_SETTINGS)
     if unknown:
         raise UsageError(f"unknown judge setting(s): {', '.join(sorted(unknown))}")
     concurrency = overrides.get("concurrency")

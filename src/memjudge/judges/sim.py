@@ -15,6 +15,8 @@ the run `simulated: true` from `Judge.simulated`. The noise model, declared in a
     hard_flip = 2.0                     # hard items (over-inferences, implied facts, a friend's trait) flip this many times as often
     coverage_recall = 0.97              # P(a stating assertion is listed for its fact)
     coverage_false = 0.01               # P(a fact gets one wrong assertion id listed)
+    confidence_auc = 0.85               # AUC of |judge_score| at telling right answers from wrong ones (0.5: no signal)
+    shared_difficulty = 0.0             # correlation of sim judges' errors through an item difficulty they share
     seed = 0
 
 Each item has a modal verdict, drawn once; each replicate flips it independently with an
@@ -27,6 +29,18 @@ rates measured against gold. (A declared rate beyond what the flip rate allows, 
 sensitivity above 1 - e_i, is clipped to the nearest possible one.) Every draw is a hash of
 (seed, assertion, replicate): answers are deterministic, hence cacheable, and a new
 replicate is a new draw.
+
+Items hard for one judge are hard for others (shared_difficulty = s): the modal draw reads a
+normal latent w = sqrt(s)·d_i + sqrt(1 - s)·v_ij, where d_i (a hash of the assertion alone) is
+shared by every sim judge on the corpus and v_ij is the judge's own; the judge errs where w is
+large. w is a standard normal whatever s, so every declared rate above holds; two judges'
+latents correlate by s, hence their errors too (s = 0: independent judges, the draws earlier
+versions made).
+
+Every support answer has a `judge_score`, signed as the embedded and hosted judges' log-odds
+(log P(supported) - log P(unsupported): > 0 says supported). Its size is softplus(2z) with
+z = mu·[the answer is right] + N(0, 1) drawn per replicate, so that |judge_score| tells right
+answers from wrong ones with an AUC of exactly Phi(mu / sqrt 2) = confidence_auc (binormal).
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ import json
 import math
 import re
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from memjudge.errors import InputError, UsageError
@@ -45,15 +60,19 @@ from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Usa
 # paper's primary judge: a 4.71% re-score flip rate.
 PROFILES: dict[str, dict[str, Any]] = {
     "paper": dict(sensitivity=0.985, specificity=0.90, leniency=0.20, strictness=0.0, flip_rate=0.0471,
-                  hard_flip=2.0, coverage_recall=0.97, coverage_false=0.01),
+                  hard_flip=2.0, coverage_recall=0.97, coverage_false=0.01,
+                  confidence_auc=0.85, shared_difficulty=0.0),
     "lenient": dict(sensitivity=0.99, specificity=0.85, leniency=0.60, strictness=0.0, flip_rate=0.03,
-                    hard_flip=3.0, coverage_recall=0.99, coverage_false=0.03),
+                    hard_flip=3.0, coverage_recall=0.99, coverage_false=0.03,
+                  confidence_auc=0.85, shared_difficulty=0.0),
     "strict": dict(sensitivity=0.93, specificity=0.97, leniency=0.03, strictness=0.30, flip_rate=0.06,
-                   hard_flip=3.0, coverage_recall=0.92, coverage_false=0.0),
+                   hard_flip=3.0, coverage_recall=0.92, coverage_false=0.0,
+                  confidence_auc=0.85, shared_difficulty=0.0),
     "noisy": dict(sensitivity=0.90, specificity=0.75, leniency=0.40, strictness=0.10, flip_rate=0.12,
-                  hard_flip=1.0, coverage_recall=0.85, coverage_false=0.05),
+                  hard_flip=1.0, coverage_recall=0.85, coverage_false=0.05,
+                  confidence_auc=0.85, shared_difficulty=0.0),
     "perfect": dict(sensitivity=1.0, specificity=1.0, leniency=0.0, strictness=0.0, flip_rate=0.0,
-                    hard_flip=1.0, coverage_recall=1.0, coverage_false=0.0),
+                    hard_flip=1.0, coverage_recall=1.0, coverage_false=0.0, confidence_auc=0.85, shared_difficulty=0.0),
 }
 OPTIONS = ("truth", "profile", "seed", *PROFILES["paper"])
 _TRUTH_CACHE: dict[str, _Truth] = {}
@@ -101,6 +120,25 @@ def flip_scale(flip_rate: float, hardness: list[float]) -> float:
 def _uniform(*parts: Any) -> float:
     digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2.0**64
+
+
+_NORMAL = NormalDist()
+
+
+def _normal(u: float) -> float:
+    """The standard normal quantile of a _uniform draw (kept inside (0, 1): it may be 0)."""
+    return _NORMAL.inv_cdf(min(max(u, 2.0**-64), 1 - 2.0**-53))
+
+
+def confidence_shift(auc: float) -> float:
+    """mu with Phi(mu / sqrt 2) = auc: the binormal AUC of N(mu, 1) against N(0, 1)."""
+    return math.sqrt(2) * _NORMAL.inv_cdf(auc) if auc > 0.5 else 0.0
+
+
+def score_size(z: float) -> float:
+    """|judge_score| of a confidence latent z: softplus(2z), increasing, so the AUC is z's."""
+    x = 2 * z
+    return x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
 
 
 class _Truth:
@@ -224,6 +262,12 @@ class SimJudge(Judge):
             v = model[k]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 raise UsageError(f"judge {config.spec}: {k} must be a probability, got {v!r}")
+        for k in ("confidence_auc", "shared_difficulty"):
+            v = model[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                raise UsageError(f"judge {config.spec}: {k} must be a number in [0, 1], got {v!r}")
+        if not 0.5 <= model["confidence_auc"] < 1:
+            raise UsageError(f"judge {config.spec}: confidence_auc must be in [0.5, 1) (0.5: no signal), got {model['confidence_auc']!r}")
         if model["flip_rate"] > 0.5:
             raise UsageError(f"judge {config.spec}: flip_rate must be at most 0.5 (two replicates of a coin toss)")
         h = model["hard_flip"]
@@ -232,6 +276,7 @@ class SimJudge(Judge):
         self.noise = model
         self.profile = profile
         self._flip_c: float | None = None
+        self._mu = confidence_shift(float(model["confidence_auc"]))
         seed = opts.get("seed", config.seed)
         self.seed = int(seed) if seed is not None else 0
         if "truth" not in opts:
@@ -245,6 +290,8 @@ class SimJudge(Judge):
         ident = super().identity()
         path = _Truth.file(self.truth_path)
         ident["truth_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        # Answers carry a judge_score since the confidence model: an answer cached before has none.
+        ident["confidence"] = {k: self.noise[k] for k in ("confidence_auc", "shared_difficulty")}
         return ident
 
     @property
@@ -286,13 +333,28 @@ class SimJudge(Judge):
         t = self.truth
         if assertion_id not in t.kind:
             raise KeyError(f"assertion {assertion_id!r} is not in the sim judge's truth file {t.path}")
-        p = self.p_supported(t.kind[assertion_id], t.category.get(assertion_id), t.stated.get(assertion_id))
+        kind = t.kind[assertion_id]
+        p = self.p_supported(kind, t.category.get(assertion_id), t.stated.get(assertion_id))
         e = self.flip_p(assertion_id)
         # Modal probability m with m(1 - e) + (1 - m)e = p: a replicate says "supported" at rate p.
         m = min(max((p - e) / (1 - 2 * e), 0.0), 1.0) if e < 0.5 else p
-        modal = _uniform(self.seed, "verdict", assertion_id) < m
+        u = _uniform(self.seed, "verdict", assertion_id)
+        s = float(self.noise["shared_difficulty"])
+        if s > 0:
+            # A uniform again, large where the item is hard: a supported item's modal verdict is
+            # wrong for u >= m, another's for u < m.
+            w = math.sqrt(s) * _normal(_uniform("difficulty", assertion_id)) + math.sqrt(1 - s) * _normal(u)
+            u = _NORMAL.cdf(w) if kind == "supported" else 1 - _NORMAL.cdf(w)
+        modal = u < m
         flipped = _uniform(self.seed, "flip", assertion_id, replicate) < e
         return ("supported" if modal != flipped else "unsupported"), flipped
+
+    def judge_score(self, assertion_id: str, replicate: int, verdict: str) -> float:
+        """The answer's signed log-odds: its size says how sure the judge is, at the declared AUC."""
+        right = (verdict == "supported") == (self.truth.kind[assertion_id] == "supported")
+        z = self._mu * right + _normal(_uniform(self.seed, "confidence", assertion_id, replicate))
+        size = score_size(z)
+        return size if verdict == "supported" else -size
 
     def labels(self, candidates, replicates: int = 1):
         """Support labels for every candidate and replicate, without the scoring engine:
@@ -304,13 +366,14 @@ class SimJudge(Judge):
         for aid, pid, cat in zip(candidates["assertion_id"].astype(str), candidates["persona_id"].astype(str), candidates["category"].astype(str)):
             for r in range(replicates):
                 obj = self._support_answer(aid, r)
-                rows.append((aid, pid, cat, r, obj["verdict"], obj["evidence"], obj["rationale"]))
-        df = pd.DataFrame(rows, columns=["assertion_id", "persona_id", "category", "replicate", "verdict", "evidence", "rationale"])
+                rows.append((aid, pid, cat, r, obj["verdict"], obj["evidence"], obj["rationale"],
+                             self.judge_score(aid, r, obj["verdict"])))
+        df = pd.DataFrame(rows, columns=["assertion_id", "persona_id", "category", "replicate", "verdict", "evidence", "rationale",
+                                         "judge_score"])
         from memjudge.judges.rubrics import load_rubric
 
         df.insert(3, "judge", self.spec)
         df.insert(4, "rubric", load_rubric("support").id)  # as the engine names it
-        df["judge_score"] = None
         df["evidence_found"] = df["evidence"].str.len() > 0
         df["error"] = None
         df["cached"] = False
@@ -348,14 +411,17 @@ class SimJudge(Judge):
     async def generate(self, call: JudgeCall) -> JudgeAnswer:
         from memjudge.formats import rubric_name
 
+        score = None
         if rubric_name(call.rubric) == "coverage" or ("assertion_id" not in call.item and "persona_id" in call.item):
             obj = self._coverage(call)
         else:
             obj = self._support(call)
+            score = self.judge_score(str(call.item["assertion_id"]), call.replicate, obj["verdict"])
         text = json.dumps(obj, ensure_ascii=False)
         prompt_chars = len(call.prompt.system) + len(call.prompt.user)
         usage = Usage(input_tokens=prompt_chars // 4, output_tokens=max(1, len(text) // 4))
-        return JudgeAnswer(text=text, finish_reason="stop", usage=usage, model_version=f"simulated:{self.profile}", parsed=obj)
+        return JudgeAnswer(text=text, finish_reason="stop", usage=usage, model_version=f"simulated:{self.profile}",
+                           judge_score=score, parsed=obj)
 
     def _support(self, call: JudgeCall) -> dict[str, Any]:
         return self._support_answer(str(call.item["assertion_id"]), call.replicate)

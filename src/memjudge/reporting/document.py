@@ -22,6 +22,7 @@ from memjudge.reporting.blocks import (
     Table,
     numeric_columns,
 )
+from memjudge.reporting.cascade_section import cascade_blocks
 from memjudge.reporting.diff_section import diff_blocks
 from memjudge.reporting.findings import findings, judge_caveats, what_was_done
 from memjudge.reporting.html import to_html
@@ -106,6 +107,7 @@ def build_document(run: Run, figures: dict[str, tuple[Path, str]]) -> tuple[list
             blocks.append(FigureBlock(*figures[name]))
 
     blocks += diff_blocks(run)
+    blocks += cascade_blocks(run)
     cmp_ = run.get("compare")
     if cmp_ or "faithfulness_vs_coverage" in figures:
         blocks.append(Heading("Retention policies"))

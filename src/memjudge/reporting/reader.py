@@ -38,11 +38,13 @@ PARTS: dict[str, tuple[str, str]] = {
     "panel.json": ("panel", "memjudge panel LABELS... --out RUN_DIR/panel.jsonl"),
     "estimate.json": ("estimate", "memjudge estimate LABELS --gold GOLD --by category --out RUN_DIR"),
     "diff.json": ("diff", "memjudge diff BASE_RUN NEW_RUN --out NEW_RUN"),
+    "cascade.json": ("cascade", "memjudge cascade CANDIDATES --stage J1 --stage J2 --gold GOLD --out DIR"),
 }
 
 
 # Parts that describe a run rather than analyse it: not listed as missing when absent.
-QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judge_quality", "demo", "diff", "coverage_judge"}
+QUIET_PARTS = {"configuration", "compare_inputs", "simulation", "scoring", "judge_quality", "demo", "diff", "coverage_judge",
+               "cascade"}
 POLICY_NAMES = {"write_all": "Write-all", "global": "Global threshold", "targeted": "Targeted",
                  "per_category": "Per-category thresholds"}
 METRIC_NAMES = {"faithfulness": "faithfulness", "retention": "retention", "coverage": "estimated coverage"}

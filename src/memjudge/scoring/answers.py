@@ -36,7 +36,7 @@ FINISH_ERRORS = {
     "other": "the answer did not finish normally",
 }
 
-USAGE_KEYS = ("input_tokens", "output_tokens", "cached_tokens", "thinking_tokens")
+USAGE_KEYS = ("input_tokens", "output_tokens", "cached_tokens", "thinking_tokens", "cache_write_tokens")
 
 
 def zero_usage() -> dict[str, int]:

@@ -43,7 +43,7 @@ from memjudge.judges.panel import OVERRIDABLE
 from memjudge.judges.rubrics import Rubric, load_rubric
 from memjudge.scoring.answers import AnswerCheck, Lightener, rereader
 from memjudge.scoring.cache import AnswerCache
-from memjudge.scoring.cost import estimate_tokens, job_cost_usd, price_usd
+from memjudge.scoring.cost import cache_saving_usd, estimate_tokens, estimated_cache_usage, job_cost_usd, price_usd
 from memjudge.scoring.online import OnlineRunner, RunStopped, Tally
 from memjudge.scoring.outputs import EXTRA_LABEL_COLUMNS, REPLICATE_OF, make_rows, write_outputs
 from memjudge.scoring.plan import default_out_dir, plan_calls, read_input, resolve_judge
@@ -82,6 +82,11 @@ class ScoreSummary:
     judge_settings: dict[str, Any] | None = None  # what the provider ended up using (Judge.effective)
     followups: int = 0  # coverage: calls asked again for only the facts an answer left out
     facts_unanswered: int = 0  # coverage: fact rows left null (no valid answer for that fact)
+    cache_saving_usd: float | None = None  # what the provider's prompt cache saved (judges with cache prices)
+    estimated_cache_tokens: dict[str, int] | None = None  # dry run: cache writes and reads expected (marked prefixes)
+    estimated_cache_saving_usd: float | None = None  # dry run: what the prompt cache is expected to save
+    # --private: entities replaced by type, placeholders the judge invented, detection time (no original text)
+    privacy: dict[str, Any] | None = None
 
     # summary.json is this dataclass, every field written: its JSON Schema (memjudge.formats.schemas)
     # is generated from it, with no other key allowed and every field required.
@@ -302,9 +307,13 @@ def _dry_run(judge: Judge, rub: Rubric, plan, pending, s: RunSettings, out_dir: 
     tasks = plan.tasks
     est_in = sum(estimate_tokens(t.call.prompt.system + "\n" + t.call.prompt.user) for t in pending)
     est_out = len(pending) * rub.expected_output_tokens
-    est_cost = price_usd(judge.config, {"input_tokens": est_in, "output_tokens": est_out})
+    est_cache = estimated_cache_usage(judge, [t.call for t in sorted(pending, key=lambda t: judge.order_key(t.call))])
+    est_usage = {"input_tokens": est_in, "output_tokens": est_out, **est_cache}
+    est_cost = price_usd(judge.config, est_usage, len(pending))
+    est_saving = cache_saving_usd(judge.config, est_usage)
     if s.batch is not None and est_cost is not None:
         est_cost *= judge.config.batch_discount
+        est_saving = None if est_saving is None else est_saving * judge.config.batch_discount
     rows = len(plan.slots) if rub.kind == "support" else sum(len(slot[3] or [None]) for slot in plan.slots)
     summary = ScoreSummary(
         judge=judge.spec, rubric=rub.id, simulated=bool(judge.simulated), rows=rows,
@@ -314,6 +323,7 @@ def _dry_run(judge: Judge, rub: Rubric, plan, pending, s: RunSettings, out_dir: 
         estimated_input_tokens=est_in, estimated_output_tokens=est_out, estimated_cost_usd=est_cost,
         out_dir=str(out_dir), cache_dir=str(cache.directory) if cache is not None else None,
         batch={"discount": judge.config.batch_discount} if s.batch is not None else None,
+        estimated_cache_tokens=est_cache if any(est_cache.values()) else None, estimated_cache_saving_usd=est_saving,
     )
     if s.echo is not None and pending:
         first = sorted(pending, key=lambda t: judge.order_key(t.call))[0].call
@@ -325,16 +335,20 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
            t_start: float) -> ScoreResult:
     extras_cols = [c for c in cands.columns if c not in io.CANDIDATE_COLUMNS]
     reserved = set(io.LABEL_COLUMNS) | set(EXTRA_LABEL_COLUMNS) | {REPLICATE_OF}
-    plan = plan_calls(judge, rub, cands, srcs, fact_df, s.replicates,
-                      {c: (f"candidate_{c}" if c in reserved else c) for c in extras_cols})
-    tasks = plan.tasks
-
     out_dir = Path(s.out) if s.out is not None else default_out_dir(judge.spec, rub.name)
     if s.write:
         # Before any paid request: a folder that cannot be made, or a planted link that would
         # make us write wherever it points.
         io.check_dir(out_dir)
         io.refuse_links(run_files(out_dir))
+    guard = _private_inputs(judge, cands, srcs, fact_df, out_dir if s.write and not s.dry_run else None)
+    if guard is not None and guard.protection is not None:
+        cands, srcs, fact_df = guard.protection.candidates, guard.protection.sources, guard.protection.facts
+    plan = plan_calls(judge, rub, cands, srcs, fact_df, s.replicates,
+                      {c: (f"candidate_{c}" if c in reserved else c) for c in extras_cols})
+    if guard is not None:
+        guard.restore_plan(plan)
+    tasks = plan.tasks
     cache = AnswerCache(s.cache_dir) if s.use_cache else None
     try:
         # Reuse: this run directory's journal first, then the cache.
@@ -349,7 +363,7 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
         if pending or s.batch is not None:
             judge.check_ready()
         check = AnswerCheck(rub, plan.coverage_ctx)
-        store = AnswerStore(cache, out_dir / JOURNAL if s.write else None)
+        store = AnswerStore(cache, out_dir / JOURNAL if s.write else None, write_through=judge.costly)
         tally = Tally(judge)
         online = OnlineRunner(judge, check, store, tally, RateLimiter(judge.config.rpm, judge.config.tpm), s.progress)
         # A support run knows now whether the journal will be rewritten from the answers held
@@ -396,10 +410,12 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
             requested=len(pending), requests=tally.requests, reasks=tally.reasks, retries=tally.retries,
             cached=sum(t.origin == "cache" for t in tasks.values()), resumed=sum(t.origin == "journal" for t in tasks.values()),
             errors=sum(t.record is None for t in tasks.values()), verdicts={str(k): int(v) for k, v in verdicts.items()},
-            tokens=dict(tally.tokens), cost_usd=job_cost_usd(judge.config, tally.tokens, tally.batch_tokens), seconds=0.0,
+            tokens=dict(tally.tokens), cost_usd=job_cost_usd(judge.config, tally.tokens, tally.batch_tokens, tally.requests, tally.batch_requests), seconds=0.0,
             out_dir=str(out_dir) if s.write else None, cache_dir=str(cache.directory) if cache is not None else None, batch=batch_report,
             judge_settings=judge.effective() or None, followups=tally.followups,
             facts_unanswered=int(coverage["covered_by"].isna().sum()) if coverage is not None else 0,
+            cache_saving_usd=cache_saving_usd(judge.config, tally.tokens, tally.batch_tokens),
+            privacy=guard.summary() if guard is not None else None,
         )
         if s.write:
             # New answers were appended as they came; rewrite only when the journal holds
@@ -414,7 +430,8 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
                     kept = {**{k: v for k, v in journal.items() if k not in tasks}, **kept}
             write_outputs(out_dir, judge, rub, labels, coverage, rows, kept, parquet=s.parquet, inputs=s.inputs, read_as=s.read_as,
                           replicates=s.replicates, replicates_derived=plan.derived_replicates, judges_file=s.judges_file, argv=s.argv,
-                          cache_dir=cache.directory if cache is not None else None, use_cache=s.use_cache)
+                          cache_dir=cache.directory if cache is not None else None, use_cache=s.use_cache,
+                          privacy=guard.describe() if guard is not None else None)
         summary.seconds = round(time.perf_counter() - t_start, 3)
         if s.write:
             io.write_json(out_dir / "summary.json", summary.as_dict())
@@ -429,6 +446,57 @@ def _score(judge: Judge, rub: Rubric, cands: pd.DataFrame, srcs: pd.DataFrame, f
     finally:
         if cache is not None:
             cache.close()
+
+
+class _PrivateRun:
+    """--private in one run (spec §16): the inputs pseudonymised before the plan is made (so the
+    prompts and their cache keys are), and the plan told how to map answers back."""
+
+    def __init__(self, judge: Judge, protection):
+        self.judge, self.protection = judge, protection
+        self.sources: dict[str, str] = {}
+        self.facts: dict[tuple[str, str], str] = {}
+
+    def restore_plan(self, plan) -> None:
+        p = self.protection
+        if p is None:
+            return
+        plan.restore = p.restorer
+        plan.source_of = self.sources  # the evidence check reads the user's own source
+        if self.facts:  # coverage rows show the reference facts as the user wrote them
+            plan.slots = [(k, pid, r, [{**f, "text": self.facts.get((pid, f["id"]), f["text"])} for f in facts] if facts else facts)
+                          for k, pid, r, facts in plan.slots]
+
+    def describe(self) -> dict[str, Any]:
+        """config.json's `privacy`: what ran and what was replaced (never an original)."""
+        if self.protection is None:
+            return {"applied": False, "why": f"{self.judge.spec} sends nothing over a network: its prompts stay on this machine"}
+        return self.protection.describe()
+
+    def summary(self) -> dict[str, Any]:
+        if self.protection is None:
+            return {"applied": False}
+        p = self.protection
+        return {"applied": True, "style": p.restorer.map.style, "entities_replaced": p.stats["entities_replaced"],
+                "texts_detected": p.stats["texts_detected"], "detection_seconds": p.stats["detection_seconds"],
+                **p.restorer.counts()}
+
+
+def _private_inputs(judge: Judge, cands: pd.DataFrame, srcs: pd.DataFrame, fact_df, run_dir: Path | None) -> _PrivateRun | None:
+    """None without --private; else the run's privacy, its inputs pseudonymised when the judge
+    sends text over a network (a map file that is not the run's, or a missing extra, is an error
+    before any request)."""
+    if not judge.config.private:
+        return None
+    if not judge.sends_text:
+        return _PrivateRun(judge, None)
+    from memjudge.privacy import PrivacySettings, protect
+
+    guard = _PrivateRun(judge, protect(cands, srcs, fact_df, PrivacySettings.of(judge.config), run_dir))
+    guard.sources = dict(zip(srcs["persona_id"], srcs["source"]))
+    if fact_df is not None:
+        guard.facts = {(pid, fid): t for pid, fid, t in zip(fact_df["persona_id"], fact_df["fact_id"], fact_df["text"])}
+    return guard
 
 
 def _rewrites_journal(tasks: dict, journal_lines: int, former_hits: int) -> bool:

@@ -64,6 +64,7 @@ class Tally:
         self.retries = 0
         self.tokens = zero_usage()
         self.batch_tokens = zero_usage()  # the part of `tokens` billed at batch prices
+        self.batch_requests = 0  # the part of `requests` billed at batch prices
         self.last_retry: str | None = None  # shown in the progress line while a run is retrying
         self.progress: Progress | None = None
 
@@ -298,8 +299,9 @@ class Progress:
     def advance(self):
         self.new += 1
         dt = max(time.perf_counter() - self.t0, 1e-9)
-        tokens = sum(self.tally.tokens.values()) - self.tally.tokens["cached_tokens"]
-        cost = price_usd(self.tally.judge.config, self.tally.tokens)
+        t = self.tally.tokens
+        tokens = t["input_tokens"] + t["output_tokens"] + t["thinking_tokens"]
+        cost = price_usd(self.tally.judge.config, self.tally.tokens, self.tally.requests)
         self.progress.update(
             self.task, advance=1, rate=f"{self.new / dt:.1f}/s", tokens=f"{tokens:,}",
             cost="" if cost is None else f"${cost:.4f}",

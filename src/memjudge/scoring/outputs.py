@@ -9,6 +9,8 @@ is compacted, config.json (with every secret redacted).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import operator
@@ -173,8 +175,11 @@ class LabelRows:
 
     def _made(self) -> Iterator[dict]:
         tasks, run, found, derived = self.plan.tasks, self.run, self.found, self.plan.derived_replicates
+        restore = self.plan.restore
         for key, item, r, extras in self.plan.slots:
             task = tasks[key]
+            if restore is not None and task.record is not None:
+                task = restored_task(task, restore, item["persona_id"])
             row = _label_row(item, r, task, run, found(task.record, item["persona_id"]), extras)
             if derived:  # the replicate the row's answer was asked as; null where it is the row's own
                 call = task.call
@@ -182,6 +187,18 @@ class LabelRows:
                 asked = call.replicate
                 row[REPLICATE_OF] = asked if asked != r else None
             yield row
+
+
+def restored_task(task: Task, restore: Any, persona: str) -> Task:
+    """`task` with its answer's evidence and rationale mapped back (--private): a copy, so the
+    journal and the cache keep what the judge said."""
+    rec = task.record
+    if type(rec) is LabelAnswer:
+        light = copy.copy(rec)
+        light.evidence = restore.evidence(persona, rec.evidence)
+        light.rationale = restore.text(persona, rec.rationale)
+        return dataclasses.replace(task, record=light)
+    return dataclasses.replace(task, record={**cast(dict, rec), "answer": restore.answer(persona, cast(dict, rec)["answer"])})
 
 
 _CHUNK_ROWS = 8192  # rows turned into columns (or JSONL text) at a time
@@ -255,7 +272,10 @@ def make_rows(plan: Plan, judge: Judge, rub: Rubric) -> tuple[pd.DataFrame | Non
             asked = [cast(JudgeCall, tasks[key].call).replicate for key, _item, _r, _extras in plan.slots]
             labels[REPLICATE_OF] = pd.array([a if a != r else None for a, (_k, _i, r, _e) in zip(asked, plan.slots)], dtype="Int64")
         return labels, None, rows
-    rows = [row for key, pid, r, facts in plan.slots for row in coverage_rows(pid, r, tasks[key], judge, rub, facts)]
+    restore = plan.restore
+    rows = [row for key, pid, r, facts in plan.slots
+            for row in coverage_rows(pid, r, restored_task(tasks[key], restore, pid) if restore is not None and tasks[key].record is not None
+                                     else tasks[key], judge, rub, facts)]
     return None, io.text_as_objects(pd.DataFrame(rows, columns=io.COVERAGE_COLUMNS + EXTRA_COVERAGE_COLUMNS)), rows
 
 
@@ -291,7 +311,8 @@ def file_digest(path: str) -> str | None:
 
 
 def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, rows, kept, *, parquet, inputs, replicates,
-                  judges_file, argv, cache_dir, use_cache, replicates_derived: bool = False, read_as=None) -> None:
+                  judges_file, argv, cache_dir, use_cache, replicates_derived: bool = False, read_as=None,
+                  privacy: dict | None = None) -> None:
     """The rows (JSONL, and Parquet if asked), the compacted journal (`kept`; None: the
     journal already holds exactly these answers) and config.json."""
     io.make_dir(out_dir)
@@ -320,9 +341,10 @@ def write_outputs(out_dir: Path, judge: Judge, rub: Rubric, labels, coverage, ro
         "cache_dir": str(cache_dir) if cache_dir else None,
         "use_cache": use_cache,
         "python": sys.version.split()[0],
+        "privacy": privacy,
     }
     io.write_json(out_dir / "config.json", json.loads(redact(io.dumps(config))))
 
 
 __all__ = ["EXTRA_COVERAGE_COLUMNS", "EXTRA_LABEL_COLUMNS", "UNANSWERED_FACT", "LabelRows", "coverage_rows", "file_digest", "jsonl_chunks",
-           "label_row", "make_rows", "rows_frame", "to_parquet", "write_outputs"]
+           "label_row", "make_rows", "restored_task", "rows_frame", "to_parquet", "write_outputs"]

@@ -98,6 +98,9 @@ class Plan:
     derived_replicates: bool = False
     # call key -> the keys an earlier memjudge gave the same answer (Judge.former_call_identities)
     former_keys: dict[str, list[str]] = field(default_factory=dict)
+    # --private (memjudge.privacy.Restorer): the judge saw stand-ins; its answers are mapped back
+    # before the evidence check (source_of then holds the original sources) and every row.
+    restore: Any = None
 
     @property
     def pending(self) -> list[Task]:

@@ -1,11 +1,20 @@
-"""Where valid answers are kept: the run's journal, then the cache.
+"""Where valid answers are kept: the run's journal and the cache.
 
-Every valid answer is appended to the run's journal (`RUN_DIR/journal.jsonl`, flushed per
-answer) *before* it goes to the cache: the journal is what survives a kill. The cache is
-written behind, in batches (one thread hop and one SQLite transaction per batch rather than
-per answer keeps the event loop free for requests). A run begins by copying into the cache
-every journal answer it lacks (a kill can fall between the two writes): only then may the
-journal be rewritten at the end of the run.
+In-process judges (sim, local: `Judge.costly` false): every valid answer is appended to the
+run's journal (`RUN_DIR/journal.jsonl`, flushed per answer) *before* it goes to the cache: the
+journal is what survives a kill. The cache is written behind, in batches (one thread hop and
+one SQLite transaction per batch rather than per answer keeps the event loop free).
+
+Judges whose answers cost money (`Judge.costly`: every network judge): each answer is in the
+cache *before* its journal line is written (`write_through`), so the journal never holds an
+answer the cache lacks, and a rerun after a kill pays for nothing already answered, into this
+run folder or any other that shares the cache. The writes are still grouped: answers that
+arrive while a transaction is being written wait for the next one (one thread hop and one
+transaction for all of them), and each answer's journal line follows its transaction.
+
+A run begins by copying into the cache every journal answer it lacks (a journal written by an
+in-process judge, or by an earlier memjudge): only then may the journal be rewritten at the
+end of the run.
 """
 
 from __future__ import annotations
@@ -147,13 +156,17 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 class AnswerStore:
-    """The journal (None: no run folder) and the write-behind cache of one run."""
+    """The journal (None: no run folder) and the cache of one run: written behind the journal,
+    or (`write_through`, a judge whose answers cost money) before it."""
 
-    def __init__(self, cache: AnswerCache | None, journal_path: Path | None):
+    def __init__(self, cache: AnswerCache | None, journal_path: Path | None, *, write_through: bool = False):
         self.cache = cache
         self.journal_path = journal_path
+        # The cache before the journal, answer by answer (see the module docstring).
+        self.write_through = write_through and cache is not None
         self._journal: IO[str] | None = None
         self._unsaved: list[tuple[str, dict]] = []
+        self._waiting: list[tuple[str, dict, asyncio.Future]] = []  # write_through: answers for the next transaction
         self._saver: asyncio.Task | None = None
         self._writing = False  # the saver's thread is writing a batch
 
@@ -179,7 +192,16 @@ class AnswerStore:
 
     async def keep(self, key: str, record: dict) -> None:
         """A valid answer goes to the journal (flushed now: this is what survives a kill) and
-        then to the cache, in batches."""
+        then to the cache, in batches; with `write_through`, to the cache first (in the next
+        transaction), then to the journal."""
+        if self.write_through:
+            done = asyncio.get_running_loop().create_future()
+            self._waiting.append((key, record, done))
+            if self._saver is None or self._saver.done():
+                self._saver = asyncio.get_running_loop().create_task(self._save_waiting())
+            await done
+            self.journal(key, record)
+            return
         self.journal(key, record)
         if self.cache is not None:
             self._unsaved.append((key, record))
@@ -192,6 +214,24 @@ class AnswerStore:
                 # (coverage follow-ups) must reach the cache in order.
                 batch, self._unsaved = self._unsaved, []
                 self.cache.set_many(batch)
+
+    async def _save_waiting(self) -> None:
+        """write_through: every answer waiting goes in one transaction; each keep() then goes on."""
+        assert self.cache is not None  # write_through needs one
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                await asyncio.to_thread(self.cache.set_many, [(k, r) for k, r, _ in batch])
+            except BaseException as e:
+                for *_, done in batch:
+                    if not done.done():
+                        done.set_exception(e if isinstance(e, Exception) else OSError(f"cache write interrupted: {e!r}"))
+                if not isinstance(e, Exception):
+                    raise
+                continue
+            for *_, done in batch:
+                if not done.done():
+                    done.set_result(None)
 
     async def _save_unsaved(self) -> None:
         while self._unsaved:

@@ -157,19 +157,15 @@ def _rate_calibration(best: np.ndarray, covered: np.ndarray, judge: str) -> Cali
     )
 
 
-def calibrate_coverage_files(coverage, reference, judge: str, target: str = "balanced_accuracy", panel=None) -> Calibration:
+def calibrate_coverage_files(coverage, reference, judge: str, target: str = "balanced_accuracy") -> Calibration:
     """`memjudge calibrate --coverage`: coverage rows (paths or a DataFrame) against a reference
-    map (path or DataFrame); with `panel`, the threshold is written as options.coverage_threshold."""
+    map (path or DataFrame). Nothing is written: the CLI's --panel writes the threshold as
+    options.coverage_threshold (`memjudge.write_threshold(..., key="coverage_threshold")`)."""
     from memjudge.formats import read_coverage
-    from memjudge.judges.panel import write_threshold
 
     judged = coverage if isinstance(coverage, pd.DataFrame) else read_coverage(coverage)
     ref = reference if isinstance(reference, pd.DataFrame) else read_coverage(reference)
-    cal = coverage_calibration(judged, ref, judge, target)
-    if panel is not None:
-        write_threshold(panel, judge, cal.threshold, key="coverage_threshold")
-        cal.panel = str(panel)
-    return cal
+    return coverage_calibration(judged, ref, judge, target)
 
 
 __all__ = ["COVERAGE_TARGETS", "calibrate_coverage_files", "coverage_agreement", "coverage_calibration", "coverage_pairs"]

@@ -19,11 +19,15 @@ Contract:
   gold verdict. Gold rows whose id is not in the labels are counted and left out (they belong
   to no item); if none matches, it is an error.
 - Weights: with a sample (``--sample``, or the gold file itself when it has
-  ``inclusion_prob``), each gold item weighs 1/inclusion_prob and each unlabelled item
-  1/(1 − π_h), π_h its stratum's inclusion probability (the stratum recomputed from
-  ``strata_by`` with this judge's verdicts; it must agree with the sample's). Both are
-  Hájek-normalised, as ppi_py does. Without a sample, all weights are 1 (a simple random
-  sample is assumed).
+  ``inclusion_prob``) whose probabilities differ (stratified, active), the estimator is the
+  inverse-probability-weighted PPI of ``stats/active.py``: the judge's mean over *every* item
+  plus the gold items' rectifier weighted by 1/inclusion_prob (Hájek), so a stratum or item
+  sampled whole (π = 1) is counted once. For strata, each gold item's stratum is recomputed from
+  ``strata_by`` with this judge's verdicts and must agree with the sample's; an active sample
+  (``strata_by`` "active") has per-item probabilities and no strata. Without a sample, or with
+  equal probabilities, all weights are 1 (a simple random sample: ppi_py's PPI++).
+- Every rate lies in [0, 1] and inside its own interval; ``effective_gold_n`` is never above
+  the number of items (weighted: the uniform gold sample size with the same variance).
 - A group (category) with no gold item has null gold-only and PPI figures and a note.
 """
 
@@ -117,8 +121,11 @@ def _stratum_keys(by: str | list[str], category: pd.Series, verdict: pd.Series) 
     return stratum_key(by, category, verdict)
 
 
-def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_mask: np.ndarray):
-    """(w_gold, w_unlabelled) per item from a sample's inclusion probabilities (module doc)."""
+ACTIVE = "active"  # strata_by of a sample with per-item probabilities (memjudge sample --strategy active)
+
+
+def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_mask: np.ndarray) -> np.ndarray:
+    """w_gold = 1/inclusion_prob per item (1 where no gold) from a sample (module doc)."""
     from memjudge.stats.sampling import check_sample
 
     sample = check_sample(sample, sample_path)
@@ -128,17 +135,17 @@ def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_
             raise InputError(sample_path, f"assertion {aid!r} is not among the labelled items: was the sample "
                                           f"drawn from other candidates?", int(line))
     by = sample["strata_by"].iloc[0]
-    keys = _stratum_keys(by, items["category"], items["verdict"])
     rec = sample.set_index("assertion_id")
-    item_key = pd.Series(keys.to_numpy(), index=items["assertion_id"].to_numpy())
-    mism = item_key.loc[rec.index].to_numpy() != rec["stratum"].astype(str).to_numpy()
-    if mism.any():
-        i = int(np.flatnonzero(mism)[0])
-        raise InputError(sample_path, f"assertion {rec.index[i]!r} is in stratum {rec['stratum'].iloc[i]!r} in the "
-                                      f"sample but {item_key.loc[rec.index[i]]!r} under these labels: estimate with the "
-                                      f"judge and replicate the sample was drawn from", int(rec[LINE].iloc[i]))
+    if by != ACTIVE:
+        keys = _stratum_keys(by, items["category"], items["verdict"])
+        item_key = pd.Series(keys.to_numpy(), index=items["assertion_id"].to_numpy())
+        mism = item_key.loc[rec.index].to_numpy() != rec["stratum"].astype(str).to_numpy()
+        if mism.any():
+            i = int(np.flatnonzero(mism)[0])
+            raise InputError(sample_path, f"assertion {rec.index[i]!r} is in stratum {rec['stratum'].iloc[i]!r} in the "
+                                          f"sample but {item_key.loc[rec.index[i]]!r} under these labels: estimate with "
+                                          f"the judge and replicate the sample was drawn from", int(rec[LINE].iloc[i]))
     pi_item = pd.Series(rec["inclusion_prob"].to_numpy(float), index=rec.index)
-    pi_h = rec.groupby("stratum")["inclusion_prob"].max()
     ids = items["assertion_id"]
     missing_gold = gold_mask & ~ids.isin(pi_item.index).to_numpy()
     if missing_gold.any():
@@ -147,15 +154,16 @@ def design_weights(sample: pd.DataFrame, sample_path, items: pd.DataFrame, gold_
                                       f"inclusion probability")
     w_gold = np.ones(len(items))
     w_gold[gold_mask] = 1.0 / pi_item.loc[ids[gold_mask]].to_numpy()
-    pih = keys.map(pi_h).fillna(0.0).to_numpy(float)
-    w_unl = np.where(pih < 1.0, 1.0 / (1.0 - np.minimum(pih, 1.0 - 1e-12)), 1.0)
-    return w_gold, w_unl
+    return w_gold
 
 
 def strata_without_gold(sample: pd.DataFrame, items: pd.DataFrame, gold_mask: np.ndarray) -> list[str]:
     """Strata of the sample's design that hold items but no gold item (skipped or unlabelled
     rows): gold only cannot represent them, PPI++ only through the judge's verdicts."""
-    keys = _stratum_keys(str(sample["strata_by"].iloc[0]) if len(sample) else "", items["category"], items["verdict"])
+    by = str(sample["strata_by"].iloc[0]) if len(sample) else ""
+    if by == ACTIVE:
+        return []
+    keys = _stratum_keys(by, items["category"], items["verdict"])
     with_gold = set(keys[gold_mask])
     return sorted(set(keys) - with_gold)
 
@@ -187,11 +195,12 @@ class EstimateResult:
     level: float = 0.95
     plan: dict | None = None
     notes: list[str] = field(default_factory=list)
+    estimator: str = "ppi++"
 
     def to_dict(self) -> dict:
         return {"judge": self.judge, "replicate": self.replicate, "n_items": self.n_items, "n_gold": self.n_gold,
                 "interval": self.interval, "level": self.level, "B": self.B if self.interval == "bootstrap" else None,
-                "seed": self.seed, "weighted": self.weighted, "gold": self.counts, "groups": self.groups,
+                "seed": self.seed, "weighted": self.weighted, "estimator": self.estimator, "gold": self.counts, "groups": self.groups,
                 "plan": self.plan, "notes": list(self.notes)}
 
     to_json = to_dict
@@ -220,7 +229,8 @@ class EstimateResult:
         iv = "persona-cluster bootstrap" if self.interval == "bootstrap" else "iid CLT"
         head = (f"Support rate, judge {self.judge} ({'majority of replicates' if self.replicate == 'majority' else f'replicate {self.replicate}'}); "
                 f"{self.n_gold} gold of {self.n_items} items; {int(self.level * 100)}% intervals: {iv}"
-                + ("; weighted by inclusion probabilities" if self.weighted else ""))
+                + ("; inverse-probability-weighted PPI (gold weighted by 1/inclusion_prob, the judge's mean "
+                   "over every item); eff. gold n = uniform labels for the same variance" if self.weighted else ""))
         t = pd.DataFrame([{"group": g["group"], "items": g["n_items"], "gold": g["n_gold"],
                            "judge acc.": num(g["judge_accuracy_on_gold"], 3),
                            "judge only": cell(g["judge_only"]), "gold only": cell(g["gold_only"]),
@@ -241,6 +251,26 @@ class EstimateResult:
 # ---------------------------------------------------------------------------------------
 # the estimate
 
+def _active_predictor(lab, judge, replicate, sample, items, y, sup, valid, gold_mask, w_gold):
+    """The judge's calibrated P(supported) per item for an active sample: its confidence (the
+    sample's ``signal``) through P(wrong | verdict, |score|) fitted on the gold, weighted 1/π
+    (stats.active.error_model), as the sample was drawn. (None, note) when it cannot be made."""
+    from memjudge.stats.active import error_model, predictor
+    from memjudge.stats.verdicts import confidence_signal
+
+    signal = str(sample["signal"].iloc[0]) if "signal" in sample.columns and sample["signal"].notna().any() else None
+    try:
+        s, signal = confidence_signal(lab, judge, replicate, signal)
+    except UsageError:
+        return None, "the judge has no confidence signal here: the PPI prediction is its verdict"
+    score = s.reindex(items["assertion_id"]).to_numpy(float)
+    fit = gold_mask & valid & np.isfinite(score)
+    if fit.sum() < 2:
+        return None, "fewer than 2 gold items with a judge score: the PPI prediction is the judge's verdict"
+    coef = error_model(score[fit], sup[fit], (y[fit] != sup[fit]).astype(float), w_gold[fit])
+    return predictor(coef, score, sup, valid), None
+
+
 def _labels_frame(labels):
     from memjudge.formats import read_labels
 
@@ -260,8 +290,9 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
     inclusion probabilities weight the estimators (default: the gold file's own, if it has
     them). ``half_width``: also plan how many gold items reach that PPI++ half-width.
     """
+    from memjudge.stats.active import ipw_three_estimates
     from memjudge.stats.bootstrap import cluster_weights
-    from memjudge.stats.ppi import planned_gold_n, three_estimates
+    from memjudge.stats.ppi import labelled_features, planned_gold_n, three_estimates, unlabelled_features
     from memjudge.stats.verdicts import select_verdicts
 
     if interval not in ("bootstrap", "clt"):
@@ -316,7 +347,8 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
         notes.append(f"{g.ties} gold item(s) have tied annotators: no gold verdict")
 
     # Weights from the sample design.
-    w_gold = w_unl = None
+    w_gold = None
+    design = "none"
     if sample is None and g.frame is not None and "inclusion_prob" in g.frame.columns:
         sample, sample_path = g.frame.drop_duplicates("assertion_id", keep="first"), gold_path
     if sample is not None:
@@ -325,15 +357,28 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
         if isinstance(sample, (str, os.PathLike)):
             sample_path = sample
             sample = read_sample(sample)
-        w_gold, w_unl = design_weights(sample, sample_path or "sample", items, gold_mask)
+        w_gold = design_weights(sample, sample_path or "sample", items, gold_mask)
+        design = ACTIVE if str(sample["strata_by"].iloc[0]) == ACTIVE else "strata"
         empty = strata_without_gold(sample.assign(strata_by=sample["strata_by"].where(sample["strata_by"].notna(), "")),
                                     items, gold_mask)
         if empty:
             notes.append(f"{len(empty)} stratum/strata of the sample have no gold item ({', '.join(empty[:5])}"
                          f"{', ...' if len(empty) > 5 else ''}): gold only does not represent their items and "
                          f"PPI++ sees them only through the judge; label some of them")
-    weighted = w_gold is not None and w_unl is not None and (np.ptp(w_gold[gold_mask]) > 1e-12
-                                                             or np.ptp(w_unl) > 1e-12)
+    # Unequal weights (or an active design) take the inverse-probability-weighted estimator
+    # (stats/active.py): the judge's mean over every item, the gold items weighted by 1/π; equal
+    # weights are a simple random sample, where PPI++ is ppi_py's own.
+    weighted = w_gold is not None and (design == ACTIVE or np.ptp(w_gold[gold_mask]) > 1e-12)
+    # Post-strata of the weighted estimate: category × the judge's verdict overall (the verdict
+    # inside a category); an active sample also predicts with the judge's calibrated confidence.
+    cells = (pd.Series(items["category"]).astype("category").cat.codes.to_numpy().astype(np.int64) * 2
+             + yhat.astype(np.int64))
+    f = None
+    predictor_note = None
+    if weighted and design == ACTIVE:
+        f, predictor_note = _active_predictor(lab, judge, replicate, sample, items, y, sup, valid, gold_mask, w_gold)
+        if predictor_note:
+            notes.append(predictor_note)
 
     personas = np.array(sorted(items["persona_id"].unique()), dtype=object)
     pcode = np.searchsorted(personas, items["persona_id"].to_numpy(dtype=object)).astype(np.int64)
@@ -347,9 +392,17 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
             groups_def.append((c, (items["category"] == c).to_numpy()))
     groups, plan = [], None
     for name, m in groups_def:
-        r = three_estimates(pcode[m], y[m], yhat[m], gold_mask[m], valid[m], sup[m],
-                            w=None if w_gold is None else w_gold[m], w_unlabeled=None if w_unl is None else w_unl[m],
-                            n_personas=len(personas), interval=interval, W=W, B=B, seed=seed, level=level)
+        if weighted:
+            assert w_gold is not None
+            r = ipw_three_estimates(pcode[m], y[m], yhat[m], gold_mask[m], valid[m], sup[m], w_gold[m],
+                                    n_personas=len(personas), interval=interval, W=W, B=B, seed=seed, level=level,
+                                    cells=cells[m] if name == "all" else None, f=None if f is None else f[m])
+            gm_ = gold_mask[m]
+            r["sums"] = (labelled_features(y[m][gm_], yhat[m][gm_], w_gold[m][gm_]).sum(axis=0),
+                         unlabelled_features(yhat[m][~gm_]).sum(axis=0))
+        else:
+            r = three_estimates(pcode[m], y[m], yhat[m], gold_mask[m], valid[m], sup[m],
+                                n_personas=len(personas), interval=interval, W=W, B=B, seed=seed, level=level)
         gm = gold_mask[m] & valid[m]
         acc = float((sup[m][gm] == (y[m][gm] == 1)).mean()) if gm.any() else None
         row = {"group": name, "n_items": int(m.sum()), "n_gold": r["n_gold"], "judge_accuracy_on_gold": acc,
@@ -378,4 +431,5 @@ def estimate(labels, gold, *, judge: str | None = None, replicate: int | str = 0
               "annotators": g.annotators}
     return EstimateResult(judge=judge, replicate=replicate, interval=interval, n_items=len(items),
                           n_gold=int(gold_mask.sum()), groups=groups, counts=counts, weighted=bool(weighted),
-                          B=B, seed=seed, level=level, plan=plan, notes=notes)
+                          B=B, seed=seed, level=level, plan=plan, notes=notes,
+                          estimator="ipw" if weighted else "ppi++")

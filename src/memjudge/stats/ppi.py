@@ -187,6 +187,24 @@ def ppi_mean_clt(y_gold, yhat_gold, yhat_unlabeled, *, w_gold=None, w_unlabeled=
     return float(theta), float(theta - z * se), float(theta + z * se), float(lam_used)
 
 
+def settle(out: dict, names=("judge", "gold", "ppi")) -> dict:
+    """A rate lies in [0, 1] and inside its own interval: clip value and ends to [0, 1] and
+    widen an interval that misses its (clipped) value (a percentile interval can, in skewed
+    resamples; cutting at 0 and 1 keeps coverage, the truth being a rate)."""
+    for name in names:
+        v = out.get(f"{name}_value")
+        if v is None or not np.isfinite(v):
+            continue
+        v = float(min(max(v, 0.0), 1.0))
+        out[f"{name}_value"] = v
+        lo, hi = out.get(f"{name}_lo"), out.get(f"{name}_hi")
+        if lo is not None and np.isfinite(lo):
+            out[f"{name}_lo"] = float(min(max(lo, 0.0), v))
+        if hi is not None and np.isfinite(hi):
+            out[f"{name}_hi"] = float(max(min(hi, 1.0), v))
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # judge-only, gold-only and PPI++ side by side, per group, with intervals
 
@@ -278,14 +296,10 @@ def three_estimates(persona, y, yhat, gold, judge_valid, judge_sup, *, w=None, w
                     out[f"{name}_hi"] = float(np.fmax(out[f"{name}_hi"], val + half))
     else:
         raise ValueError(f"interval must be 'bootstrap' or 'clt', got {interval!r}")
-    # A support rate lies in [0, 1]: cutting an interval there keeps its coverage (PPI's point
-    # estimate itself can stray outside; it is left as computed).
-    for name in ("judge", "gold", "ppi"):
-        if np.isfinite(out[f"{name}_lo"]):
-            out[f"{name}_lo"] = float(min(max(out[f"{name}_lo"], 0.0), 1.0))
-            out[f"{name}_hi"] = float(min(max(out[f"{name}_hi"], 0.0), 1.0))
+    settle(out)
     vg, vp = out["gold_var"], out["ppi_var"]
-    out["effective_gold_n"] = (float(out["n_gold"] * vg / vp)
+    # Never more than the items there are (a judge almost always right can make var(PPI++) tiny).
+    out["effective_gold_n"] = (float(min(out["n_gold"] * vg / vp, len(persona)))
                                if np.isfinite(vg) and np.isfinite(vp) and vp > 0 else np.nan)
     out["sums"] = (L, U)
     return out

@@ -140,13 +140,14 @@ def check_sample(df: pd.DataFrame, path) -> pd.DataFrame:
 def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=None, seed: int = 0,
            sources=None, top_up=None, judge: str | None = None, replicate=0) -> pd.DataFrame:
     """The rows to label by hand (module doc). ``candidates``/``labels``/``sources``/``top_up``
-    are paths or frames (memjudge.formats readers' shapes)."""
-    from memjudge.formats import read_candidates, read_labels, read_sources
+    are paths or frames (memjudge.formats readers' shapes). ``--strategy active`` is
+    ``memjudge.stats.active_sampling.sample`` (which falls back to this one for the others)."""
+    from memjudge.formats import read_candidates, read_labels
 
     if n < 1:
         raise UsageError(f"--n must be at least 1, got {n}")
     if strategy not in ("uniform", "stratified"):
-        raise UsageError(f"--strategy must be uniform or stratified, got {strategy!r}")
+        raise UsageError(f"--strategy must be uniform, stratified or active, got {strategy!r}")
     cand_path = candidates if isinstance(candidates, (str, os.PathLike)) else "candidates"
     cand = read_candidates(candidates) if isinstance(candidates, (str, os.PathLike)) else candidates
     cand = cand.assign(assertion_id=cand["assertion_id"].astype(str)).sort_values("assertion_id", kind="stable")
@@ -177,6 +178,8 @@ def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=Non
     if top_up is not None:
         ex_path = top_up if isinstance(top_up, (str, os.PathLike)) else "existing sample"
         existing = read_sample(top_up) if isinstance(top_up, (str, os.PathLike)) else check_sample(top_up, ex_path)
+        if len(existing) and str(existing["strata_by"].iloc[0]) == "active":
+            raise UsageError(f"{ex_path}: an active sample has per-item probabilities: top it up with --strategy active")
         known = set(cand["assertion_id"])
         for aid, line in zip(existing["assertion_id"], existing[LINE]):
             if aid not in known:
@@ -212,6 +215,19 @@ def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=Non
     out["stratum"] = strata[hh]
     out["strata_by"] = ",".join(by_list)
     out["inclusion_prob"] = alloc[hh] / sizes[hh]
+    out = with_sources(out, sources)
+    cols = ["assertion_id", "persona_id", "category", "text", "stratum", "strata_by", "inclusion_prob"]
+    cols += ["source"] if sources is not None else ["source_ref"]
+    out = out[cols].reset_index(drop=True)
+    out.attrs.update(judge=judge_name, population=N, strata={str(s): {"size": int(sizes[i]), "sampled": int(alloc[i])}
+                                                            for i, s in enumerate(strata)}, existing=n_ex)
+    return out
+
+
+def with_sources(out: pd.DataFrame, sources) -> pd.DataFrame:
+    """The rows with their persona's ``source`` (given sources) or a ``source_ref``."""
+    from memjudge.formats import read_sources
+
     if sources is not None:
         src = read_sources(sources) if isinstance(sources, (str, os.PathLike)) else sources
         smap = dict(zip(src["persona_id"].astype(str), src["source"]))
@@ -222,9 +238,4 @@ def sample(candidates, n: int, *, labels=None, strategy: str = "uniform", by=Non
         out["source"] = out["persona_id"].astype(str).map(smap)
     else:
         out["source_ref"] = "sources:" + out["persona_id"].astype(str)
-    cols = ["assertion_id", "persona_id", "category", "text", "stratum", "strata_by", "inclusion_prob"]
-    cols += ["source"] if sources is not None else ["source_ref"]
-    out = out[cols].reset_index(drop=True)
-    out.attrs.update(judge=judge_name, population=N, strata={str(s): {"size": int(sizes[i]), "sampled": int(alloc[i])}
-                                                            for i, s in enumerate(strata)}, existing=n_ex)
     return out

@@ -2,7 +2,8 @@
 
 A scoring judge (the embedded `local:` judge gives log-odds) says "supported" when its score
 is at least a threshold. `calibrate` picks the threshold that maximises a target measure on
-labelled data and writes it into a judge panel file (`[judge.options] threshold = ...`), which
+labelled data and returns it; `memjudge calibrate --panel` (or `memjudge.write_threshold`)
+writes it into a judge panel file (`[judge.options] threshold = ...`), which
 `memjudge score --judges-file` then uses. Named categories may get thresholds of their own
 (`own=("values",)`, written as `category_thresholds`), each chosen on that category's items and
 the plain threshold on the rest. Measures are pure functions of arrays.
@@ -209,10 +210,11 @@ def _group_threshold(s: np.ndarray, y: np.ndarray, mask: np.ndarray, name: str, 
     return best_threshold(s[mask], y[mask], target)[0]
 
 
-def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel=None, own=()) -> Calibration:
+def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", own=()) -> Calibration:
     """Pick `judge`'s threshold on labels (paths or a DataFrame) against gold (path or DataFrame);
     `own`: categories that get a threshold of their own (chosen on their items; the threshold
-    on the rest). When `panel` is given, write the thresholds into that judges.toml."""
+    on the rest). Nothing is written: `memjudge.write_threshold` (the CLI's --panel) puts the
+    thresholds into a judges file."""
     from memjudge.formats import read_gold, read_labels
 
     if target not in TARGETS:
@@ -226,11 +228,6 @@ def calibrate(labels, gold, judge: str, target: str = "balanced_accuracy", panel
         raise UsageError("the labels have no category column: thresholds per category need it")
     cal = calibrate_scores(joined["judge_score"].astype(float), joined["gold"] == "supported", judge, target,
                            categories=joined["category"] if own else None, own=own)
-    if panel is not None:
-        from memjudge.judges.panel import write_threshold
-
-        write_threshold(panel, judge, cal.threshold, cal.category_thresholds)
-        cal.panel = str(panel)
     return cal
 
 

@@ -135,6 +135,24 @@ class Index:
                         "keeps": "".join(keeps)})
         return out
 
+    def decided(self) -> dict | None:
+        """A cascade's labels (`memjudge cascade`): per item, the stage whose answer was trusted,
+        ``chr(48 + k)`` for the k-th of ``names`` (in cascade order), ``-`` abstained, ``_`` no
+        cascade row. None when no labels carry `decided_by`."""
+        lab = self.v.labels
+        if "decided_by" not in lab.columns:
+            return None
+        rows = lab[lab["judge"].astype(str).str.startswith("cascade:") & (lab["replicate"] == 0)]
+        if rows.empty:
+            return None
+        names = list(dict.fromkeys(str(rows["judge"].iloc[0]).removeprefix("cascade:").split(">")))
+        names += sorted({str(b) for b in rows["decided_by"].dropna()} - set(names))
+        code = {n: k for k, n in enumerate(names)}
+        out = np.full(self.n, -2, dtype=np.int64)
+        pos = rows["assertion_id"].astype(str).map(self.position).to_numpy(dtype=np.int64)
+        out[pos] = [code[str(b)] if isinstance(b, str) else -1 for b in rows["decided_by"]]
+        return {"names": names, "codes": _codes(out)}
+
     def gold_codes(self) -> list[str]:
         """Per item, the standing gold verdicts' codes (one per annotator who labelled it)."""
         out = [""] * self.n
@@ -183,6 +201,7 @@ class Index:
             "gold_file": self.v.gold_path.name if self.v.gold_path is not None else None,
             "runs": [name for name, _ in self.v.runs],
             "extra_columns": [c for c in items.columns if c not in CORE],
+            "decided": self.decided(),
         }
         if with_sources:
             out["sources"] = [self.v.sources.get(p, "") for p in out["personas"]]

@@ -79,7 +79,9 @@ def _recorded_input(run: Path, key: str) -> Path | None:
     most often here) or, failing that, relative to the run folder's parent."""
     cfg = run / "config.json"
     if not cfg.is_file():
-        return None
+        cfg = run / "cascade.json"  # memjudge cascade's folder records its inputs there
+        if not cfg.is_file():
+            return None
     try:
         entry = (json.loads(cfg.read_text(encoding="utf-8")).get("inputs") or {}).get(key)
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:

@@ -40,7 +40,7 @@ class Schema:
 
 _M = "memjudge.formats.schemas."
 SCHEMAS: list[Schema] = [
-    Schema("candidates", ("candidates.jsonl",), _M + "runs:CandidateRow", lines=True),
+    Schema("candidates", ("candidates.jsonl", "queue.jsonl"), _M + "runs:CandidateRow", lines=True),
     Schema("sources", ("sources.jsonl",), _M + "runs:SourceRow", lines=True),
     Schema("facts", ("facts.jsonl",), _M + "runs:FactRow", lines=True),
     Schema("truth", ("truth.jsonl",), _M + "runs:TruthRow", lines=True),
@@ -61,6 +61,7 @@ SCHEMAS: list[Schema] = [
     Schema("calibration", ("calibration.json",), _M + "comparison:CalibrationJson"),
     Schema("robustness", ("robustness.json",), _M + "comparison:RobustnessJson"),
     Schema("diff", ("diff.json",), "memjudge.diff.result:DiffResult"),
+    Schema("cascade", ("cascade.json",), _M + "cascade:CascadeJson"),
     Schema("demo", ("demo.json",), _M + "demo:DemoJson"),
     Schema("local_judge", ("local_judge.json",), _M + "demo:LocalJudgeJson"),
     Schema("coverage_judge", ("coverage_judge.json",), _M + "demo:CoverageJudgeJson"),

@@ -63,9 +63,16 @@ class SampleRow(Open):
     persona_id: str
     category: str
     text: str
-    stratum: str = described("the item's stratum (names the judge's verdict: hide it from annotators)")
-    strata_by: str = described("what the strata are made of: '', 'category' or 'category,verdict'")
-    inclusion_prob: float
+    stratum: str = described("the item's stratum (names the judge's verdict: hide it from annotators); "
+                             "'active' in an active sample")
+    strata_by: str = described("what the strata are made of: '', 'category' or 'category,verdict'; 'active' "
+                               "for --strategy active (per-item probabilities, no strata)")
+    inclusion_prob: float = described("the probability that this item is in the sample, in (0, 1]; for a "
+                                      "top-up, the union's (active: π1 + (1 − π1)·π)")
+    signal: str | None = described("--strategy active: the judge's confidence signal the probabilities grew "
+                                   "from (log-odds, replicates or panel)", default=None)
+    mix_w: float | None = described("--strategy active: the weight W of uniform sampling in the mix "
+                                    "(0 pure active, 1 uniform)", default=None)
     source: str | None = described("with --sources", default=None)
     source_ref: str | None = described("without --sources: where the source is", default=None)
 
@@ -84,8 +91,9 @@ class GoldRow(Strict):
 class Usage(Strict):
     input_tokens: int | None
     output_tokens: int | None
-    cached_tokens: int | None
+    cached_tokens: int | None = described("of input_tokens: read from the provider's prompt cache")
     thinking_tokens: int | None
+    cache_write_tokens: int | None = described("of input_tokens: written to the provider's prompt cache (anthropic:)", default=None)
 
 
 class LabelRow(Open):
@@ -110,6 +118,7 @@ class LabelRow(Open):
     finish_reason: str | None = described("scored rows", default=None)
     model_version: str | None = described("scored rows: the served model", default=None)
     simulated: bool | None = described("rows of a simulated judge or a simulated corpus's gold", default=None)
+    decided_by: str | None = described("memjudge cascade: the stage's judge whose answer was trusted; null: abstained", default=None)
 
 
 class CoverageRow(Open):
@@ -177,6 +186,10 @@ class ConfigJson(Strict):
     cache_dir: str | None
     use_cache: bool
     python: str
+    privacy: dict[str, Json] | None = described(
+        "--private (spec §16): null without it; else `applied` (false for a judge that sends nothing, with `why`), "
+        "`style`, `recognisers` (Presidio and spaCy versions, the NER model's package and version or null, the entity "
+        "types, the recognisers that ran), `map_file`, `entities_replaced` by type. Never an original text.")
 
 
 class SimulateJson(Strict):

@@ -90,9 +90,12 @@ class EstimateGroup(Strict):
     judge_accuracy_on_gold: Num
     judge_only: Estimate = described("supported / valid verdicts of the judge")
     gold_only: Estimate = described("the (weighted) mean of the gold labels")
-    ppi: Estimate = described("PPI++: judge mean on items without gold + λ × its mean error on gold")
+    ppi: Estimate = described("PPI++: λ × judge mean on items without gold (ipw: on every item) + the gold's "
+                              "mean of Y − λŶ (ipw: weighted 1/inclusion_prob)")
     ppi_lambda: Num = described("λ of the PPI++ estimate (1 = plain PPI, 0 = gold only)")
-    effective_gold_n: Num = described("n_gold × var(gold only) / var(PPI++)")
+    effective_gold_n: Num = described("equal weights: n_gold × var(gold only) / var(PPI++); a sample design "
+                                      "(estimator ipw): the uniform gold sample size with PPI's variance; "
+                                      "never above n_items")
 
 
 class Plan(Strict):
@@ -118,6 +121,9 @@ class EstimateJson(Strict):
     B: int | None = described("bootstrap resamples (null for --interval clt)")
     seed: int
     weighted: bool = described("gold items weighted by 1/inclusion_prob")
+    estimator: Literal["ppi++", "ipw"] = described(
+        "ppi++: ppi_py's PPI++ (equal weights); ipw: inverse-probability-weighted PPI (Zrnic & Candès 2024), "
+        "the judge's mean over every item and the gold weighted 1/inclusion_prob")
     gold: GoldCounts
     groups: list[EstimateGroup] = described('"all" first, then one per category with --by category')
     plan: Plan | None = described("with --plan --half-width H")

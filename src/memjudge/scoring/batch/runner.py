@@ -15,15 +15,16 @@ it lacks (or a kept one from an earlier run lacks) are asked in the next job, in
 request listing only them (up to MAX_FOLLOWUPS, as online).
 Lines that failed (5xx/429 in the error file, expired, missing) are resubmitted in a new job,
 at most `max_resubmits` times, or with `fallback="online"` asked online (online.py).
-The providers' request and result formats are theirs: judges/openai_batch.py and
-judges/gemini_batch.py (the interface in judges/base_batch.py).
+The providers' request and result formats are theirs: judges/openai_batch.py,
+judges/gemini_batch.py and judges/anthropic_batch.py (the interface in judges/base_batch.py).
 
 Durable state: `RUN_DIR/batches.json`, replaced atomically before and after every change of
 state. A job is first recorded as an *intent* (its keys and a label unique to it), then its
 file is uploaded, then it is created with the label in its metadata (OpenAI `metadata`,
-Gemini `display_name`), then recorded as submitted. A rerun polls recorded jobs instead of
-submitting their keys again, and for an intent without a job id (a kill during `create`) it
-first looks for a job carrying the intent's label. So a kill at any point loses no answer
+Gemini `display_name`; Anthropic's Message Batches have none, see anthropic_batch.py), then
+recorded as submitted. A rerun polls recorded jobs instead of submitting their keys again, and
+for an intent without a job id (a kill during `create`) it first looks for the job it made
+(`find`: by the intent's label, or its keys). So a kill at any point loses no answer
 and never has the same item in two live jobs.
 """
 
@@ -190,7 +191,7 @@ class Runner:
         lines = [self.adapter.line(k, c) for k, c in calls]
         from_before = j["invocation"] != self.state.data["invocations"]
         if from_before:
-            found = await self._retry(lambda: self.adapter.find(j["label"], j["intent_at"]))
+            found = await self._retry(lambda: self.adapter.find(j["label"], j["intent_at"], j["keys"]))
             if found is not None:
                 self._record_submitted(j, found, adopted=True)
                 return
@@ -205,7 +206,7 @@ class Runner:
             nonlocal attempts
             attempts += 1
             if attempts > 1:
-                found = await self.adapter.find(j["label"], j["intent_at"])
+                found = await self.adapter.find(j["label"], j["intent_at"], j["keys"])
                 if found is not None:
                     return found, True
             return await self.adapter.create(j["label"], j["input_file_id"], lines, calls), False
@@ -213,6 +214,7 @@ class Runner:
         info, adopted = await self._retry(create_once)
         self._record_submitted(j, info, adopted=adopted)
         self.tally.requests += len(keys)
+        self.tally.batch_requests += len(keys)
         self.tally.reasks += len(j["reasks"])
         self.tally.followups += sum(1 for k in keys if unanswered_facts(self.tasks[k].record))
 
@@ -401,7 +403,7 @@ def _judge_of(state: BatchState, base_url: str | None) -> Judge:
 async def _live(adapter, j: dict) -> JobInfo | None:
     if j["job_id"]:
         return await call_with_retry(adapter.judge, lambda: adapter.get(j["job_id"]))
-    return await call_with_retry(adapter.judge, lambda: adapter.find(j["label"], j["intent_at"]))
+    return await call_with_retry(adapter.judge, lambda: adapter.find(j["label"], j["intent_at"], j["keys"]))
 
 
 def _row(j: dict, info: JobInfo | None) -> dict[str, Any]:
