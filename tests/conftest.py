@@ -268,10 +268,16 @@ def packaged_model(tmp_path_factory) -> Path:
     """The packaged model's GGUF file, joined from its packages and verified (sha256) once per
     test session: 1.1 GB that each model test would otherwise join and hash again."""
     from memjudge.judges import local_weights as W
+    from memjudge.judges.local_runtime import repack_decision
 
     if not model_installed():
         pytest.skip("the [local] extra is not installed")
-    return W.packaged_model_path(W.DEFAULT_MODEL, cache_dir=tmp_path_factory.mktemp("packaged-model"))
+    folder = tmp_path_factory.mktemp("packaged-model")
+    path = W.packaged_model_path(W.DEFAULT_MODEL, cache_dir=folder)
+    # The llama.cpp self-test once per session (a model load in a child, seconds), remembered in
+    # `folder/selftest`, which model_cache_dir copies into each test's cache folder.
+    repack_decision(path, cache_dir=folder)
+    return path
 
 
 def model_cache_dir(folder: Path, model: Path) -> Path:
@@ -287,6 +293,9 @@ def model_cache_dir(folder: Path, model: Path) -> Path:
             os.link(f, models / f.name)
         except OSError:
             shutil.copy2(f, models / f.name)
+    selftest = model.parent.parent / "selftest"  # the session's remembered llama.cpp self-test
+    if selftest.is_dir():
+        shutil.copytree(selftest, folder / "selftest", dirs_exist_ok=True)
     return folder
 
 

@@ -60,6 +60,7 @@ LAYERS = [
     "web",
     "reporting",
     "demo",
+    "doctor",  # `memjudge doctor`: the embedded judge's build, weights and self-test (judges' local_runtime)
     "cli",
     "memjudge",
     "__main__",

@@ -1,6 +1,8 @@
-"""memjudge against a real OpenAI-compatible server: llama.cpp's own (`python -m
-llama_cpp.server`, from llama-cpp-python[server]) on the packaged Qwen2.5-Coder-1.5B GGUF,
-started by this module on 127.0.0.1 at a free port and stopped by it (also on failure).
+"""memjudge against a real OpenAI-compatible server: llama.cpp's own (llama-cpp-python[server]) on
+the packaged Qwen2.5-Coder-1.5B GGUF, started as docs/servers.md tells users to (`memjudge
+llama-server`: `python -m llama_cpp.server` after the embedded judge's llama.cpp self-test) by this
+module on 127.0.0.1 at a free port and stopped by it (also on failure). A build whose weight
+repacking crashes (issue 54; a stand-in here, tests/llama_faults) still serves.
 
 What it shows, through `memjudge score --judge openai:MODEL --base-url ...`:
 - `--response-format auto` ends up on `json_object` (the server refuses `json_schema` with an
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,7 +38,7 @@ import pytest
 
 from memjudge import cli as memjudge_cli
 from memjudge.judges import local as L
-from memjudge.judges.local_weights import OMP_WAIT_POLICY, usable_cores
+from memjudge.judges.local_weights import usable_cores
 
 # A CPU server is slow per answer, and far slower on a loaded machine: more than the suite's
 # 600 s per-test timeout (pyproject.toml) must be allowed here.
@@ -69,26 +72,29 @@ def _free_port() -> int:
 
 
 class LlamaServer:
-    def __init__(self, model_path: Path, log: Path):
+    def __init__(self, home: Path, log: Path, env: dict | None = None):
+        """`home`: a memjudge cache folder holding the packaged model (served by default)."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         # as many threads as the test may use cores (conftest pins a model lane to one)
         threads = str(int(os.environ.get("MEMJUDGE_TEST_LLAMA_THREADS", min(2, usable_cores()))))
+        # As docs/servers.md starts it (the packaged model, OMP_WAIT_POLICY=PASSIVE, the self-test: memjudge's)
         self.cmd = [
-            sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--chat_format", "chatml",
+            sys.executable, "-m", "memjudge", "llama-server", "--chat_format", "chatml",
             "--host", "127.0.0.1", "--port", str(self.port),
             # the coverage prompt (a source, 10 assertions, 2 facts) and its answer fit in 4096
             "--n_ctx", "4096", "--n_threads", threads, "--n_threads_batch", threads, "--verbose", "False",
         ]
+        self.env = {**os.environ, "MEMJUDGE_CACHE_DIR": str(home), **(env or {})}
+        self.env.pop("OMP_WAIT_POLICY", None)  # memjudge llama-server sets it
         self.log = log
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 600) -> None:
         with open(self.log, "wb") as log:
-            # As docs/servers.md advises for a CPU server: OpenMP's threads sleep between evaluations
-            # instead of spinning (the embedded judge sets the same for itself).
-            env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", OMP_WAIT_POLICY)}
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            # a session of its own: stop() can end the watched server process with its watcher
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                         start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -104,11 +110,11 @@ class LlamaServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+            self.proc.terminate()  # memjudge passes it on to the server
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=30)
 
 
@@ -138,8 +144,10 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, packaged_model):
+    from conftest import model_cache_dir
+
     folder = tmp_path_factory.mktemp("llama-server")
-    srv = LlamaServer(packaged_model, folder / "server.log")
+    srv = LlamaServer(model_cache_dir(folder / "home", packaged_model), folder / "server.log")
     try:
         srv.start()
         yield srv
@@ -256,3 +264,29 @@ def test_server_down_is_one_clear_line(server, corpus, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot reach" in err[0] and server.url in err[0], err
     assert all(r["error"].startswith("not asked") for r in rows(tmp_path / "run" / "labels.jsonl"))
+
+
+def test_a_build_whose_repacking_crashes_still_serves(packaged_model, tmp_path):
+    # Issue 54: with the stand-in build (a decode of a model loaded with extra buffer types dies of
+    # SIGILL), `memjudge llama-server` finds it in its self-test, loads without repacking, says so
+    # once, and answers.
+    from conftest import ROOT, model_cache_dir
+
+    home = model_cache_dir(tmp_path / "home", packaged_model)
+    import shutil
+
+    shutil.rmtree(home / "selftest", ignore_errors=True)
+    faults = {"PYTHONPATH": f"{ROOT / 'tests' / 'llama_faults'}:{ROOT / 'src'}", "MEMJUDGE_TEST_SIGILL": "repack"}
+    srv = LlamaServer(home, tmp_path / "server.log", env=faults)
+    try:
+        srv.start()
+        body = json.dumps({"model": MODEL, "max_tokens": 3, "messages": [{"role": "user", "content": "Say yes."}]})
+        req = urllib.request.Request(f"{srv.url}/chat/completions", data=body.encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            answer = json.loads(r.read())
+        assert answer["choices"][0]["message"]["content"] is not None
+    finally:
+        srv.stop()
+    log = srv.log.read_text()
+    assert log.count("crashed (SIGILL) in a test load") == 1 and "without repacking" in log, log[-3000:]

@@ -896,6 +896,9 @@ def test_the_model_threads_are_the_usable_cores_or_the_option_for_generation_and
             return [len(text)]
 
     monkeypatch.setattr(L, "import_llama_cpp", lambda: types.SimpleNamespace(Llama=Llama))
+    from memjudge.judges import local_runtime as R
+
+    monkeypatch.setattr(R, "use_repack", lambda path, name: R.RepackDecision(True, "a stand-in: no self-test"))
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(before)})
     try:

@@ -56,7 +56,7 @@ def test_the_readme_is_short_and_points_into_the_manual():
 def test_the_readmes_test_command_is_the_one_ci_runs():
     """The README's "install and run the tests" block is .ci/run's command, word for word."""
     lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    i = next((i for i, line in enumerate(lines) if line.startswith('pip install -e ".[test')), None)
+    i = next((i for i, line in enumerate(lines) if 'pip install -e ".[test' in line and not line.startswith("#")), None)
     assert i is not None, '.ci/run has no `pip install -e ".[test...` command'
     command = lines[i]
     while command.endswith("\\"):
@@ -96,3 +96,36 @@ def test_readme_model_examples_run_as_written(tmp_path):
     run_block(next(b for b in blocks if b.runs), work, env)
     for block in model_blocks:
         run_block(block, work, env)
+
+
+RECIPE = ". install/llama-cpp.env"  # llama-cpp-python's build flags, in one file (issue 54)
+
+
+def _sourced_cmake_args() -> str:
+    import subprocess
+
+    env = {"PATH": "/usr/bin:/bin"}  # no CMAKE_ARGS of the caller's
+    return subprocess.run(["bash", "-c", f'{RECIPE} && printf %s "$CMAKE_ARGS"'], cwd=ROOT, env=env, text=True,
+                          capture_output=True, check=True).stdout
+
+
+def test_the_readme_and_ci_build_llama_cpp_the_same_way():
+    """One recipe: every command of the README and the manual that installs the [local] extra, and
+    .ci/run, source install/llama-cpp.env before pip builds llama-cpp-python; neither sets
+    CMAKE_ARGS itself; the file's flags are the ones memjudge doctor gives in its rebuild."""
+    from doc_blocks import DOCS
+    from memjudge.judges.local_runtime import RECIPE_CMAKE_ARGS
+
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    code = [line for line in ci.splitlines() if not line.lstrip().startswith("#")]
+    assert not any("CMAKE_ARGS" in line for line in code), ".ci/run sets CMAKE_ARGS itself"
+    blocks = [b.code for b in blocks_of(README) if "install" in b.tags]
+    blocks += [b.code for page in sorted(DOCS.glob("*.md")) for b in blocks_of(page) if "install" in b.tags]
+    ci_command = next(line for line in code if "pip install -e" in line)
+    local_installs = [line for text in [*blocks, ci_command] for line in text.splitlines()
+                      if re.search(r'pip install -e "\.\[[^\]]*local', line)]
+    assert len(local_installs) >= 3, local_installs  # the README's two, the manual's, .ci/run's
+    for line in local_installs:
+        assert RECIPE in line and line.index(RECIPE) < line.index("pip install"), f"not built by the recipe: {line}"
+        assert "CMAKE_ARGS" not in line
+    assert _sourced_cmake_args() == RECIPE_CMAKE_ARGS

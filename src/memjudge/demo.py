@@ -163,6 +163,24 @@ def _calibrate_local(judge: Judge, seed: int, out: Path, scale: dict, cache_dir,
     return make_judge(LOCAL_JUDGE, options={**LOCAL_OPTIONS, "threshold": cal.threshold}), info
 
 
+def _llama_check(judge: Judge, weights: Path) -> str | None:
+    """The embedded judge's llama.cpp build and its self-test on this CPU (`memjudge doctor`'s
+    check): run now, once per build, CPU and model (one model load in a child process, a few
+    seconds), or remembered. A stand-in judge without llama.cpp has none."""
+    from memjudge.judges.local import LocalJudge
+    from memjudge.judges.local_runtime import llama_build, use_repack
+
+    if not isinstance(judge, LocalJudge):
+        return None
+    decision = use_repack(weights, weights.name)
+    b = llama_build()
+    cost = "remembered" if decision.cached or not decision.tests else \
+        f"run now in {sum(t.get('seconds', 0) for t in decision.tests):.1f} s, once for this build and CPU"
+    return (f"      llama.cpp: llama-cpp-python {b.version} built for {' '.join(b.features)}; "
+            f"self-test {decision.reason} ({cost}); loads {'with' if decision.extra_buffer_types else 'without'} "
+            "weight repacking")
+
+
 def _thresholds_text(calibration: dict) -> str:
     """The packaged threshold, with the categories that have one of their own."""
     own = calibration.get("packaged_category_thresholds") or {}
@@ -270,8 +288,13 @@ def demo(out="runs/demo", personas: int | None = None, *, seed: int = 0, cache_d
     judge = make_judge(LOCAL_JUDGE, options=LOCAL_OPTIONS)
     t = time.perf_counter()
     say(f"[1/6] embedded judge {LOCAL_JUDGE}: verifying the weights ...")
-    _embedded(judge).weights_path()
+    weights = _embedded(judge).weights_path()
     seconds["verify_model"] = time.perf_counter() - t
+    t = time.perf_counter()
+    llama_line = _llama_check(judge, weights)
+    seconds["llama_self_test"] = time.perf_counter() - t
+    if llama_line:
+        say(llama_line)
 
     # 2. A corpus with known truth.
     t = time.perf_counter()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from memjudge.cli.inputs import apply_maps
-from memjudge.cli.parser import build_parser
+from memjudge.cli.parser import build_parser, parse_args
 from memjudge.errors import MemjudgeError, UsageError
 
 __all__ = ["build_parser", "main", "run"]
@@ -48,7 +48,7 @@ def _setup_logging(args) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         _load_dotenv()
-        args = build_parser().parse_args(argv)
+        args = parse_args(argv)
         apply_maps(args)
         _setup_logging(args)
         return int(args.func(args) or 0)
@@ -77,7 +77,17 @@ def run() -> NoReturn:
     cache's write-ahead log), then the collector is frozen: the interpreter's own collections
     while it tears its modules down would walk every object pandas and the run left again, a
     tenth of a one-second cached rerun, to free what the process's end frees anyway. atexit
-    handlers still run."""
+    handlers still run.
+
+    A command that loads llama.cpp runs as a watched child (`memjudge.cli.supervise`): a native
+    crash then ends in one line that says what failed, what the run kept and what to do."""
+    from memjudge.cli import supervise
+
+    if not supervise.child_setup():
+        argv = sys.argv[1:]
+        args = supervise.supervised_command(argv)
+        if args is not None:
+            sys.exit(supervise.run_supervised(argv, args))
     code = main()
     gc.collect()
     gc.freeze()

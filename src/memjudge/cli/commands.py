@@ -19,8 +19,10 @@ __all__ = [
     "cmd_calibrate",
     "cmd_compare",
     "cmd_demo",
+    "cmd_doctor",
     "cmd_estimate",
     "cmd_import",
+    "cmd_llama_server",
     "cmd_noise",
     "cmd_panel",
     "cmd_report",
@@ -468,3 +470,21 @@ def cmd_estimate(args) -> int:
                    half_width=args.half_width if args.plan else None)
     text = res.render() + (f"\n\nwrote estimate.json to {args.out}" if args.out else "")
     return _emit_analysis(args, res.to_dict(), text, "estimate.json", res.notes)
+
+
+# --- doctor, llama-server (issue 54) ---------------------------------------------------------
+
+
+def cmd_doctor(args) -> int:
+    from memjudge.doctor import doctor, doctor_text
+    from memjudge.formats import dumps
+
+    report = doctor(self_test=not args.no_self_test, rerun=args.rerun)
+    print(dumps(report, indent=2) if args.json else doctor_text(report))
+    return 0 if report["ok"] else 1
+
+
+def cmd_llama_server(args) -> int:
+    from memjudge.judges.local_server import serve
+
+    return serve(args.server_args)

@@ -33,7 +33,7 @@ from memjudge.cli.inputs import add_map
 from memjudge.cli.private import add_privacy_check_parser, add_private_flags
 from memjudge.errors import UsageError
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "parse_args"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -368,4 +368,35 @@ def build_parser() -> argparse.ArgumentParser:
     add_diff_parser(sub, _positive_int, _replicate_choice)
     add_cascade_parser(sub, _positive_int)
     add_privacy_check_parser(sub)  # memjudge privacy-check (memjudge.cli.private)
+    _add_llama_parsers(sub)  # memjudge doctor, memjudge llama-server (below)
     return p
+
+
+# --- doctor, llama-server (issue 54: the embedded judge on every CPU) ---------------------------
+
+
+def _add_llama_parsers(sub) -> None:
+    from memjudge.cli.commands import cmd_doctor, cmd_llama_server
+
+    dr = sub.add_parser("doctor", help="can the embedded judge run here? its llama.cpp build, weights and self-test")
+    dr.add_argument("--no-self-test", action="store_true",
+                    help="do not run the model's self-test when no outcome is remembered (a few seconds)")
+    dr.add_argument("--rerun", action="store_true", help="run the self-test even if an outcome is remembered")
+    dr.add_argument("--json", action="store_true", help="print the report as JSON")
+    dr.set_defaults(func=cmd_doctor)
+    ls = sub.add_parser("llama-server", help="llama-cpp-python's OpenAI-compatible server, loaded as the embedded "
+                                             "judge loads its model (the packaged model unless --model)",
+                        description="Every argument goes to `python -m llama_cpp.server` (--host, --port, --n_ctx, "
+                                    "--chat_format, ...); see docs/servers.md.", add_help=False)
+    ls.add_argument("server_args", nargs=argparse.REMAINDER, help="the server's own arguments")
+    ls.set_defaults(func=cmd_llama_server)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """build_parser().parse_args(argv), except that `llama-server` passes every argument on."""
+    args, extra = build_parser().parse_known_args(argv)
+    if extra and args.command != "llama-server":
+        raise UsageError(f"memjudge: unrecognized arguments: {' '.join(extra)}")
+    if args.command == "llama-server":
+        args.server_args = [*extra, *args.server_args]
+    return args

@@ -27,8 +27,7 @@ persona by persona).
 
 Temperature 0 is deterministic (`deterministic`): the engine asks once per item and records the
 other replicates as copies of replicate 0 (`replicate_of`), so the flip rate is 0 by
-construction, not measured. With a
-temperature T > 0 each replicate draws its verdict from the two-way distribution
+construction, not measured. With a temperature T > 0 each replicate draws its verdict from the two-way distribution
 P(supported) = sigmoid((log-odds - threshold) / T), by adding Gumbel noise scaled by T to the
 two log-probabilities with a generator seeded by (seed, rubric, assertion, replicate).
 """
@@ -49,6 +48,7 @@ import numpy as np
 
 from memjudge.errors import MemjudgeError, UsageError
 from memjudge.judges.base import Judge, JudgeAnswer, JudgeCall, JudgeConfig, Prompt, Usage
+from memjudge.judges.local_runtime import RepackDecision, describe, new_llama
 from memjudge.judges.local_weights import (
     DEFAULT_MODEL,
     INSTALL_HINT,
@@ -118,14 +118,13 @@ class LocalModel:
     """One llama.cpp model and its KV cache. Not thread-safe: callers hold `lock`."""
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512):
-        self._llama_cpp = llama_cpp = import_llama_cpp()
+        self._llama_cpp = import_llama_cpp()
         self.path = Path(path)
         # n_threads_batch too: llama-cpp-python's own default for it is every core of the machine
         self.n_threads = n_threads or usable_cores()
-        self.llm = llama_cpp.Llama(
-            model_path=str(self.path), n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads,
-            n_batch=n_batch, logits_all=False, verbose=False,
-        )
+        # loaded with llama.cpp's weight repacking only where a self-test found it runs (local_runtime)
+        self.llm, self.repack = new_llama(self.path, self.path.name, self._llama_cpp, n_ctx=n_ctx, n_threads=self.n_threads,
+                                          n_threads_batch=self.n_threads, n_batch=n_batch, logits_all=False, verbose=False)
         self.n_ctx = n_ctx
         self.lock = threading.Lock()
         self._template = self._chat_template()
@@ -433,6 +432,7 @@ class LocalJudge(Judge):
             raise UsageError(f"{config.spec}: option coverage_source must be true or false, got {self.coverage_source!r}")
         # Loaded models by context name ("main", and "check" for the premise check's own KV cache).
         self._models: dict[str, LocalModel] = {}
+        self._repack: RepackDecision | None = None  # how llama.cpp loaded the model (effective)
         self._lock = asyncio.Lock()
         self._check_installed()
 
@@ -445,10 +445,8 @@ class LocalJudge(Judge):
         if self.packaged is not None:
             missing = [p for p in self.packaged.packages if importlib.util.find_spec(p) is None]
             if missing and not assembled_path(self.packaged).is_file():
-                raise UsageError(
-                    f"{self.spec}: the model weights are not installed ({len(missing)} of "
-                    f"{len(self.packaged.packages)} packages missing, e.g. {missing[0]}): {INSTALL_HINT}"
-                )
+                raise UsageError(f"{self.spec}: the model weights are not installed ({len(missing)} of "
+                                 f"{len(self.packaged.packages)} packages missing, e.g. {missing[0]}): {INSTALL_HINT}")
 
     @property
     def deterministic(self) -> bool:
@@ -518,7 +516,7 @@ class LocalJudge(Judge):
         opts = self.config.options
         model = load_model(path, context=context, n_ctx=int(opts.get("n_ctx", 8192)), n_threads=opts.get("n_threads"),
                            n_batch=int(opts.get("n_batch", 512)))
-        self._models[context] = model
+        self._models[context], self._repack = model, getattr(model, "repack", None)
         return model
 
     def weights_path(self) -> Path:
@@ -639,8 +637,7 @@ class LocalJudge(Judge):
         async with self._lock:
             score, error = await asyncio.to_thread(self._score_sync, call)
         if score is None:
-            return JudgeAnswer(text=None, finish_reason="length", model_version=self.model_version,
-                               raw={"error": error})
+            return JudgeAnswer(text=None, finish_reason="length", model_version=self.model_version, raw={"error": error})
         return self.answer(score, call)
 
     def threshold_for(self, category: Any) -> float:
@@ -652,12 +649,10 @@ class LocalJudge(Judge):
         parts = "" if score.check is None else f" (verdict {log_odds - score.check:.3f} + premise check {score.check:.3f})"
         obj = self._support_obj(log_odds, f"log-odds {log_odds:.3f}{parts}", call)
         usage = Usage(input_tokens=score.prompt_tokens, output_tokens=0, cached_tokens=score.reused_tokens)
-        return JudgeAnswer(
-            text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
-            judge_score=log_odds, parsed=obj,
-            raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported,
-                 **({} if score.check is None else {"premise_check": score.check})},
-        )
+        return JudgeAnswer(text=json.dumps(obj), finish_reason="stop", usage=usage, model_version=self.model_version,
+                           judge_score=log_odds, parsed=obj,
+                           raw={"logp_supported": score.logp_supported, "logp_unsupported": score.logp_unsupported,
+                                **({} if score.check is None else {"premise_check": score.check})})
 
     def _support_obj(self, log_odds: float, read: str, call: JudgeCall) -> dict:
         """The verdict of `log_odds` against the item's threshold (drawn at temperature T > 0);
@@ -695,6 +690,11 @@ class LocalJudge(Judge):
             return answer
         read = str(answer.get("rationale") or "").split(" vs ", 1)[0] or f"log-odds {judge_score:.3f}"
         return self._support_obj(float(judge_score), read, call)
+
+    def effective(self) -> dict[str, Any]:
+        """How llama.cpp ran the model (config.json): its build and whether the weights were
+        repacked; nothing when every answer came from the cache."""
+        return {"llama_cpp": describe(self._repack)} if self._repack is not None else {}
 
     async def aclose(self) -> None:
         self._models.clear()

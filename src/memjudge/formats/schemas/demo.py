@@ -12,6 +12,8 @@ class DemoSeconds(Strict):
     """Wall seconds of each step (a cached rerun's are seconds in all)."""
 
     verify_model: float = described("verifying the weights (the model loads at its first call, inside score_local)")
+    llama_self_test: float = described(
+        "reading (or, the first time for this llama.cpp build, CPU and model, running) the self-test of llama.cpp")
     simulate: float
     score_local: float = described("calibrating and scoring with the embedded judge (the model's load included)")
     coverage_local: float

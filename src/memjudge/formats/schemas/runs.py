@@ -174,7 +174,8 @@ class ConfigJson(Strict):
     command: dict[str, Json] | None = described("the command's arguments, by option name (null from the Python API)")
     judge: dict[str, Json] = described(
         "the judge's identity (spec, model, base_url, params, …), `endpoint`, `simulated`, `config` "
-        "(every setting of the judge) and `effective` (what an OpenAI-compatible server ended up accepting)")
+        "(every setting of the judge) and `effective` (what an OpenAI-compatible server ended up accepting; for the "
+        "embedded judge, `llama_cpp`: the build and whether the weights were repacked)")
     rubric: Rubric
     replicates: int
     replicates_derived: bool = described(
