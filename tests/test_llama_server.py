@@ -92,9 +92,11 @@ class LlamaServer:
 
     def start(self, timeout_s: float = 600) -> None:
         with open(self.log, "wb") as log:
-            # a session of its own: stop() can end the watched server process with its watcher
+            # A process group of its own, so that stop() can end the watched server with its
+            # watcher; not a session of its own: that would put it in an autogroup of its own,
+            # where it competes with the nice-10 light tests at full weight (tests/README.md).
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                         start_new_session=True)
+                                         process_group=0)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
